@@ -1,0 +1,1 @@
+"""Materialise, test and export a vLLM fork kept as a patch series."""
