@@ -26,7 +26,13 @@ def cmd_sync(pins: Pins, args: argparse.Namespace) -> None:
     )
     print(
         fork.sync(
-            FORK, PATCHES, pins.author, message, lambda: _sdist(pins), args.force
+            FORK,
+            PATCHES,
+            pins.author,
+            message,
+            lambda: _sdist(pins),
+            pins.generated,
+            args.force,
         )
     )
 

@@ -78,8 +78,14 @@ def _extract(sdist: Path, dest: Path) -> None:
             os.replace(Path(tmp, tops.pop()), dest)
 
 
-def create_base(sdist: Path, fork: Path, author: str, message: str) -> None:
-    """Make `fork` a repository whose only commit is the unpacked sdist."""
+def create_base(
+    sdist: Path, fork: Path, author: str, message: str, generated: tuple[str, ...]
+) -> None:
+    """Make `fork` a repository whose only commit is the unpacked sdist.
+
+    `generated` names sdist paths that builds rewrite; they stay untracked
+    (and ignored) so that installing the fork leaves its tree clean.
+    """
     fork.parent.mkdir(parents=True, exist_ok=True)
     partial = fork.with_name(f".{fork.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -89,10 +95,11 @@ def create_base(sdist: Path, fork: Path, author: str, message: str) -> None:
         name, email = parseaddr(author)
         git(partial, "config", "user.name", name)
         git(partial, "config", "user.email", email)
-        # The sdist's own .gitignore applies: files it generates at build time
-        # (vllm/_version.py, vllm.egg-info/) stay on disk but untracked, so
-        # installing the fork leaves the tree clean.
-        git(partial, "add", "-A")
+        # Every source file, also those the sdist's .gitignore matches.
+        git(partial, "add", "-A", "--force")
+        git(partial, "rm", "-r", "-q", "--cached", "--ignore-unmatch", *generated)
+        exclude = partial / ".git" / "info" / "exclude"
+        exclude.write_text("".join(f"/{path}\n" for path in generated))
         dated = {"GIT_AUTHOR_DATE": BASE_DATE, "GIT_COMMITTER_DATE": BASE_DATE}
         git(partial, "commit", "-q", "-m", message, env={**identity(author), **dated})
         git(partial, "tag", BASE_TAG)
@@ -118,6 +125,7 @@ def apply(fork: Path, patches: list[Path], author: str) -> None:
         result = git(
             fork,
             "am",
+            "--keep-non-patch",  # keep "[Core]"-style subject tags
             "--committer-date-is-author-date",
             str(patch),
             env=identity(author),
@@ -166,6 +174,7 @@ def sync(
     author: str,
     base_message: str,
     sdist: Callable[[], Path],
+    generated: tuple[str, ...] = (),
     force: bool = False,
 ) -> str:
     """Bring `fork` to base + series without ever dropping work; say what was done."""
@@ -173,7 +182,7 @@ def sync(
     if not (fork / ".git").exists():
         if fork.exists() and any(fork.iterdir()):
             raise ForkToolError(f"{fork} exists but is not a fork tree; move it away")
-        create_base(sdist(), fork, author, base_message)
+        create_base(sdist(), fork, author, base_message, generated)
         apply(fork, patches, author)
         return f"materialised {fork}: base + {len(patches)} patches"
 

@@ -27,6 +27,7 @@ class Artifact:
 class Pins:
     project: str
     version: str
+    generated: tuple[str, ...]
     sdist: Artifact
     wheel: Artifact
     author: str
@@ -42,6 +43,7 @@ class Pins:
         return cls(
             project=base["project"],
             version=base["version"],
+            generated=tuple(base["generated"]),
             sdist=Artifact(**base["sdist"]),
             wheel=Artifact(**base["wheel"]),
             author=data["fork"]["author"],

@@ -84,7 +84,7 @@ def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
         "VLLM_PRECOMPILED_WHEEL_LOCATION": str(fetch(pins, pins.wheel)),
         # setuptools-scm would read the fork's own git history and invent a
         # dev version; the fork is vLLM <version> plus patches.
-        "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM": pins.version,
+        "SETUPTOOLS_SCM_PRETEND_VERSION": pins.version,
     }
     _pip(venv, "--no-build-isolation", "--no-deps", "-e", str(fork), env=env)
     if installed_from(venv) != fork.resolve():

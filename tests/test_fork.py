@@ -17,6 +17,7 @@ from forktool.series import read_series
 
 AUTHOR = "Test Project <test-project@noreply.invalid>"
 MESSAGE = "mini 0.1\n"
+GENERATED = ("PKG-INFO",)
 
 
 def make_sdist(path: Path, files: dict[str, str]) -> Artifact:
@@ -31,7 +32,7 @@ def make_sdist(path: Path, files: dict[str, str]) -> Artifact:
 
 
 def make_pins(sdist: Artifact) -> Pins:
-    return Pins("mini", "0.1", sdist, sdist, AUTHOR, "pip", (), ())
+    return Pins("mini", "0.1", GENERATED, sdist, sdist, AUTHOR, "pip", (), ())
 
 
 @pytest.fixture
@@ -41,7 +42,9 @@ def workspace(tmp_path, monkeypatch):
     downloads = tmp_path / "cache" / "downloads"
     downloads.mkdir(parents=True)
     files = {
-        ".gitignore": "*.so\n",
+        ".gitignore": "*.so\n*_hip*\n",
+        "PKG-INFO": "Name: mini\n",
+        "mini/rocm_hip.py": "# ignored by .gitignore, shipped anyway\n",
         "mini/__init__.py": "VALUE = 1\n",
         "mini/util.py": "def double(x):\n    return 2 * x\n",
     }
@@ -55,7 +58,13 @@ def workspace(tmp_path, monkeypatch):
 def sync(workspace, force=False) -> str:
     pins, patches, tree = workspace
     return fork.sync(
-        tree, patches, AUTHOR, MESSAGE, lambda: fetch(pins, pins.sdist), force
+        tree,
+        patches,
+        AUTHOR,
+        MESSAGE,
+        lambda: fetch(pins, pins.sdist),
+        GENERATED,
+        force,
     )
 
 
@@ -70,8 +79,7 @@ def snapshot(patches: Path) -> dict[str, bytes]:
 
 def test_sha256_mismatch_is_refused_and_nothing_is_extracted(workspace):
     pins, patches, tree = workspace
-    bad = Pins("mini", "0.1", Artifact(pins.sdist.filename, "0" * 64), pins.wheel,
-               AUTHOR, "pip", (), ())
+    bad = make_pins(Artifact(pins.sdist.filename, "0" * 64))
     with pytest.raises(ForkToolError, match="sha256 mismatch"):
         sync((bad, patches, tree))
     assert not tree.exists()
@@ -83,6 +91,9 @@ def test_sync_materialises_base_and_is_idempotent(workspace):
     assert "materialised" in sync(workspace)
     assert fork.git(tree, "rev-list", "--count", "HEAD").stdout.strip() == "1"
     assert fork.git(tree, "describe", "--tags").stdout.strip() == "base"
+    tracked = fork.git(tree, "ls-files").stdout.split()
+    assert "mini/rocm_hip.py" in tracked and "PKG-INFO" not in tracked
+    assert fork.git(tree, "status", "--porcelain").stdout == ""
     # Ownership normalised: git accepts the tree without safe.directory.
     assert (tree / "mini" / "__init__.py").stat().st_uid != 1000
     head = fork.git(tree, "rev-parse", "HEAD").stdout
@@ -93,12 +104,12 @@ def test_sync_materialises_base_and_is_idempotent(workspace):
 def test_round_trip_is_byte_identical(workspace):
     _, patches, tree = workspace
     sync(workspace)
-    commit(tree, "mini/__init__.py", "VALUE = 2\n", "Bump VALUE")
+    commit(tree, "mini/__init__.py", "VALUE = 2\n", "[Core] Bump VALUE")
     commit(tree, "mini/util.py", "def double(x):\n    return x + x\n", "Add twice")
     fork.export(tree, patches)
     exported = snapshot(patches)
     assert read_series(patches) == [
-        patches / "0001-Bump-VALUE.patch",
+        patches / "0001-Core-Bump-VALUE.patch",
         patches / "0002-Add-twice.patch",
     ]
     # Rebuild from scratch: same commits, same bytes on re-export.
@@ -107,6 +118,8 @@ def test_round_trip_is_byte_identical(workspace):
     assert "0 written, 0 removed" in fork.export(tree, patches)
     assert snapshot(patches) == exported
     assert "up to date" in sync(workspace)
+    subject = fork.git(tree, "log", "-1", "--format=%s", "HEAD~1").stdout.strip()
+    assert subject == "[Core] Bump VALUE"
 
 
 def test_sync_refuses_uncommitted_changes(workspace):
