@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
-from forktool import fork
+from forktool import fork, hfcache, matrix
 from forktool.errors import ForkToolError
 from forktool.pins import REPO, Pins, fetch
+from forktool.upstream import Runner, Selection, test_env
 from forktool.venv import ensure_venv, install_fork, python
 
-FORK = REPO / "build" / "vllm"
+BUILD = REPO / "build"
+FORK = BUILD / "vllm"
+TREES = BUILD / "trees"
 PATCHES = REPO / "patches"
-
-
-def _sdist(pins: Pins):
-    # pip needs vLLM's build requirements (torch) to read the sdist's metadata.
-    return fetch(pins, pins.sdist, python(ensure_venv(pins)))
+FIXTURES = REPO / "fixtures" / "hf"
+SELECTION = REPO / "upstream-tests.toml"
 
 
 def cmd_sync(pins: Pins, args: argparse.Namespace) -> None:
@@ -24,15 +27,11 @@ def cmd_sync(pins: Pins, args: argparse.Namespace) -> None:
         f"{pins.project} {pins.version}\n\n"
         f"The pristine {pins.sdist.filename}, sha256 {pins.sdist.sha256}.\n"
     )
+    # pip needs vLLM's build requirements (torch) to read the sdist's metadata.
+    sdist = lambda: fetch(pins, pins.sdist, python(ensure_venv(pins)))  # noqa: E731
     print(
         fork.sync(
-            FORK,
-            PATCHES,
-            pins.author,
-            message,
-            lambda: _sdist(pins),
-            pins.generated,
-            args.force,
+            FORK, PATCHES, pins.author, message, sdist, pins.generated, args.force
         )
     )
 
@@ -41,8 +40,69 @@ def cmd_export(pins: Pins, args: argparse.Namespace) -> None:
     print(fork.export(FORK, PATCHES))
 
 
-def cmd_install(pins: Pins, args: argparse.Namespace) -> None:
-    install_fork(pins, ensure_venv(pins), FORK)
+def cmd_install(pins: Pins, args: argparse.Namespace) -> Path:
+    venv = ensure_venv(pins)
+    install_fork(pins, venv, FORK)
+    return venv
+
+
+def _runner(venv: Path) -> Runner:
+    selection = Selection.load(SELECTION)
+    ids = hfcache.lay_out(FIXTURES, BUILD / "hf-home")
+    print(f"HF cache {BUILD / 'hf-home'}: {', '.join(ids)}")
+    return Runner(venv, FIXTURES, BUILD / "hf-home", selection.excluded, BUILD / "logs")
+
+
+def _prepare(pins: Pins) -> Path:
+    """sync + install, both idempotent; show the fork in use."""
+    cmd_sync(pins, argparse.Namespace(force=False))
+    venv = cmd_install(pins, argparse.Namespace())
+    version = subprocess.run(
+        [str(venv / "bin" / "vllm"), "--version"],
+        env=test_env(BUILD / "hf-home"),
+        capture_output=True,
+        text=True,
+    )
+    print(f"vllm --version (from {FORK}): {version.stdout.strip() or version.stderr}")
+    if version.returncode != 0:
+        raise ForkToolError("vllm --version failed in the fork's venv")
+    return venv
+
+
+def cmd_setup(pins: Pins, args: argparse.Namespace) -> bool:
+    return _matrix(pins, _prepare(pins))
+
+
+def cmd_test(pins: Pins, args: argparse.Namespace) -> bool:
+    venv = _prepare(pins)
+    checks: list[tuple[str, Callable[[], bool]]] = [
+        ("tool tests", lambda: _tool_tests(venv)),
+        ("regression matrix", lambda: _matrix(pins, venv)),
+        ("upstream selection", lambda: _suite(venv)),
+    ]
+    results = {}
+    for name, check in checks:
+        print(f"\n=== {name} ===", flush=True)
+        results[name] = check()
+    print("\n=== summary ===")
+    for name, ok in results.items():
+        print(f"{'PASS' if ok else 'FAIL'}  {name}")
+    return all(results.values())
+
+
+def _matrix(pins: Pins, venv: Path) -> bool:
+    selection = Selection.load(SELECTION)
+    return matrix.regression_matrix(FORK, TREES, _runner(venv), selection, pins.author)
+
+
+def _tool_tests(venv: Path) -> bool:
+    cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+    return subprocess.run(cmd, cwd=REPO).returncode == 0
+
+
+def _suite(venv: Path) -> bool:
+    selection = Selection.load(SELECTION)
+    return matrix.suite_vs_base(FORK, TREES, _runner(venv), selection)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,23 +112,24 @@ def main(argv: list[str] | None = None) -> int:
     sync.add_argument(
         "--force",
         action="store_true",
-        help="rebuild a fork whose commits differ from the series (kept on a "
-        "backup branch)",
+        help="rebuild a fork whose commits differ from the series "
+        "(they are kept on a backup branch)",
     )
     sync.set_defaults(run=cmd_sync)
-    sub.add_parser("export", help="write build/vllm's commits to patches/").set_defaults(
-        run=cmd_export
-    )
-    sub.add_parser(
-        "install", help="create the cached venv and install the fork into it"
-    ).set_defaults(run=cmd_install)
+    for name, run, text in [
+        ("export", cmd_export, "write build/vllm's commits back to patches/"),
+        ("install", cmd_install, "create the cached venv, install the fork into it"),
+        ("setup", cmd_setup, "sync, install, show the fork, run the regression matrix"),
+        ("test", cmd_test, "everything setup does, plus every check CI runs"),
+    ]:
+        sub.add_parser(name, help=text).set_defaults(run=run)
     args = parser.parse_args(argv)
     try:
-        args.run(Pins.load(), args)
+        ok = args.run(Pins.load(), args)
     except ForkToolError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    return 0
+    return 1 if ok is False else 0
 
 
 if __name__ == "__main__":

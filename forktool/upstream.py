@@ -1,8 +1,8 @@
 """Run vLLM's own tests from a fork tree on a CPU-only machine, offline.
 
-The selection lives in upstream-tests.toml. Results are read from pytest's
+The selection lives in upstream-tests.toml. Outcomes are read from pytest's
 JUnit XML and cached by the tested tree's git tree id: a clean tree with the
-same content, selection, fixtures and venv cannot give another result.
+same content, arguments, fixtures and venv cannot give another result.
 """
 
 from __future__ import annotations
@@ -27,34 +27,32 @@ OUTCOMES = ("passed", "failed", "error", "skipped")
 
 
 @dataclass(frozen=True)
-class Run:
-    name: str
-    args: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class Selection:
-    runs: tuple[Run, ...]
+    runs: dict[str, tuple[str, ...]]
+    """Name -> pytest arguments, upstream's own CPU job for the touched code."""
+    regression: tuple[str, ...]
+    """pytest arguments selecting the tests that pin the series' behaviour."""
+    fails_on_base: frozenset[str]
+    """Regression tests that must fail on the pristine base's code."""
     excluded: dict[str, str]
-    """Test node id -> why it cannot run here."""
+    """Test node id -> why it cannot run on this machine."""
 
     @classmethod
     def load(cls, path: Path) -> Selection:
         with path.open("rb") as f:
             data = tomllib.load(f)
         return cls(
-            runs=tuple(Run(r["name"], tuple(r["args"])) for r in data["run"]),
+            runs={r["name"]: tuple(r["args"]) for r in data["run"]},
+            regression=tuple(data["regression"]["args"]),
+            fails_on_base=frozenset(data["regression"]["fails_on_base"]),
             excluded={e["test"]: e["reason"] for e in data.get("exclude", [])},
         )
-
-    def run(self, name: str) -> Run:
-        return next(r for r in self.runs if r.name == name)
 
 
 @dataclass
 class Result:
     outcomes: dict[str, str] = field(default_factory=dict)
-    """Test id -> one of OUTCOMES."""
+    """pytest node id -> one of OUTCOMES."""
     seconds: float = 0.0
     cached: bool = False
 
@@ -64,9 +62,11 @@ class Result:
     def summary(self) -> str:
         c = self.counts()
         text = ", ".join(f"{c[o]} {o}" for o in OUTCOMES if c[o])
-        return f"{text or 'nothing ran'} in {self.seconds:.0f} s" + (
-            " (cached)" if self.cached else ""
-        )
+        how = "cached" if self.cached else f"{self.seconds:.0f} s"
+        return f"{text or 'nothing ran'} ({how})"
+
+    def with_outcome(self, *outcomes: str) -> list[str]:
+        return sorted(t for t, o in self.outcomes.items() if o in outcomes)
 
 
 def test_env(hf_home: Path) -> dict[str, str]:
@@ -77,33 +77,43 @@ def test_env(hf_home: Path) -> dict[str, str]:
         "HF_HOME": str(hf_home),
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",  # keep the fork tree clean
+        "PYTHONDONTWRITEBYTECODE": "1",  # keep the tree clean
     }
 
 
-def parse_junit(path: Path) -> dict[str, str]:
-    outcomes = {}
-    for case in ET.parse(path).iter("testcase"):
-        test_id = f"{case.get('classname')}::{case.get('name')}"
+def node_id(tree: Path, classname: str, name: str) -> str:
+    """pytest's node id from JUnit's dotted classname (module, then classes)."""
+    parts = classname.split(".")
+    for i in range(len(parts), 0, -1):
+        module = "/".join(parts[:i]) + ".py"
+        if (tree / module).exists():
+            return "::".join([module, *parts[i:], name])
+    return f"{classname}::{name}"
+
+
+def parse_junit(tree: Path, junit: Path) -> dict[str, str]:
+    outcomes: dict[str, str] = {}
+    for case in ET.parse(junit).iter("testcase"):
+        test = node_id(tree, case.get("classname", ""), case.get("name", ""))
         status = "passed"
         for child in case:
             if child.tag in ("failure", "error", "skipped"):
                 status = {"failure": "failed"}.get(child.tag, child.tag)
                 break
-        # A test that fails in teardown is reported twice; the worst one wins.
-        if outcomes.get(test_id) not in ("failed", "error"):
-            outcomes[test_id] = status
+        # A test that fails in teardown is reported twice; keep the failure.
+        if outcomes.get(test) not in ("failed", "error"):
+            outcomes[test] = status
     return outcomes
 
 
-def _tree_id(tree: Path) -> str | None:
-    """The tree's content id, or None when uncommitted changes make it unknowable."""
+def tree_id(tree: Path) -> str | None:
+    """The tree's content id, or None when uncommitted changes make it unknown."""
     if git(tree, "status", "--porcelain").stdout:
         return None
     return git(tree, "rev-parse", "HEAD^{tree}").stdout.strip()
 
 
-def _fixtures_digest(fixtures: Path) -> str:
+def _digest(fixtures: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(fixtures.rglob("*")):
         if path.is_file():
@@ -112,41 +122,47 @@ def _fixtures_digest(fixtures: Path) -> str:
     return digest.hexdigest()
 
 
-def run_tests(
-    venv: Path,
-    tree: Path,
-    args: tuple[str, ...],
-    selection: Selection,
-    fixtures: Path,
-    hf_home: Path,
-    label: str,
-) -> Result:
-    """Run pytest with `args` from `tree`, which is what `import vllm` loads."""
-    tree_id = _tree_id(tree)
-    key = hashlib.sha256(
-        json.dumps(
-            [tree_id, args, selection.excluded, _fixtures_digest(fixtures), venv.name]
-        ).encode()
-    ).hexdigest()
-    cached = cache_dir() / "results" / f"{key}.json"
-    if tree_id and cached.exists():
-        data = json.loads(cached.read_text())
-        return Result(data["outcomes"], data["seconds"], cached=True)
+@dataclass(frozen=True)
+class Runner:
+    """Everything a pytest run depends on besides the tree and its arguments."""
 
-    deselect = [f"--deselect={test}" for test in selection.excluded]
-    with tempfile.TemporaryDirectory() as tmp:
-        junit = Path(tmp, "junit.xml")
-        # `python -m pytest` puts the working directory first on sys.path, so
-        # `import vllm` loads this tree's vllm/ whichever tree it is.
-        cmd = [python(venv), "-m", "pytest", "-p", "no:cacheprovider", "-q"]
-        cmd += ["-rfE", f"--junitxml={junit}", *deselect, *args]
-        print(f"[{label}] {' '.join(cmd[1:])}", flush=True)
-        start = time.monotonic()
-        subprocess.run(cmd, cwd=tree, env=test_env(hf_home))
-        seconds = time.monotonic() - start
-        outcomes = parse_junit(junit) if junit.exists() else {}
-    result = Result(outcomes, seconds)
-    if tree_id and outcomes:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(json.dumps({"outcomes": outcomes, "seconds": seconds}))
-    return result
+    venv: Path
+    fixtures: Path
+    hf_home: Path
+    excluded: dict[str, str]
+    logs: Path
+
+    def run(self, tree: Path, args: tuple[str, ...], label: str) -> Result:
+        """Run pytest with `args` in `tree`, which is what `import vllm` loads."""
+        content = tree_id(tree)
+        key = json.dumps(
+            [content, args, self.excluded, _digest(self.fixtures), self.venv.name]
+        )
+        cached = cache_dir() / "results" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+        if content and cached.exists():
+            data = json.loads(cached.read_text())
+            return Result(data["outcomes"], data["seconds"], cached=True)
+
+        # Paths the tree lacks (a test file a later patch adds) are left out.
+        args = tuple(a for a in args if not a.startswith("tests/") or (tree / a.split("::")[0]).exists())
+        deselect = [f"--deselect={test}" for test in self.excluded]
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = self.logs / f"{label}.log"
+        with tempfile.TemporaryDirectory() as tmp, log.open("w") as out:
+            junit = Path(tmp, "junit.xml")
+            # `python -m pytest` puts the working directory first on sys.path,
+            # so `import vllm` loads this tree's vllm/, whichever tree it is.
+            cmd = [python(self.venv), "-m", "pytest", "-p", "no:cacheprovider"]
+            cmd += ["-q", "-rfE", f"--junitxml={junit}", *deselect, *args]
+            print(f"[{label}] {' '.join(cmd[1:])}  (log: {log})", flush=True)
+            start = time.monotonic()
+            subprocess.run(
+                cmd, cwd=tree, env=test_env(self.hf_home), stdout=out, stderr=out
+            )
+            seconds = time.monotonic() - start
+            outcomes = parse_junit(tree, junit) if junit.exists() else {}
+        result = Result(outcomes, seconds)
+        if content and outcomes:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_text(json.dumps({"outcomes": outcomes, "seconds": seconds}))
+        return result

@@ -1,0 +1,99 @@
+"""Validation matrix: the same tests across trees of the fork.
+
+Regression matrix: the series' targeted tests on the pristine base's code
+(with the series' test files) and at every patch. The listed regression
+tests must fail on the base and everything must pass at every patch, which
+is what makes the series bisectable.
+
+Suite comparison: upstream's CPU selection on the pristine base and on the
+fork; the series may add passing tests but must not lose any.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from forktool.fork import BASE_TAG, git, series_tests_on_base, worktree
+from forktool.upstream import Result, Runner, Selection
+
+MARK = {"passed": "ok", "failed": "FAIL", "error": "ERR", "skipped": "skip"}
+
+
+def _table(columns: dict[str, Result]) -> str:
+    tests = sorted({t for r in columns.values() for t in r.outcomes})
+    width = max(map(len, tests), default=10)
+    lines = ["  ".join([" " * width, *(f"{c:>9}" for c in columns)])]
+    for test in tests:
+        cells = (MARK.get(r.outcomes.get(test, ""), "-") for r in columns.values())
+        lines.append("  ".join([test.ljust(width), *(f"{c:>9}" for c in cells)]))
+    return "\n".join(lines)
+
+
+def regression_matrix(
+    fork: Path, trees: Path, runner: Runner, selection: Selection, author: str
+) -> bool:
+    """Run the regression selection on base+tests and at every patch."""
+    columns = {
+        "base+tests": runner.run(
+            series_tests_on_base(fork, trees / "base-tests", author),
+            selection.regression,
+            "regression-base+tests",
+        )
+    }
+    commits = git(fork, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").stdout.split()
+    for number, commit in enumerate(commits, 1):
+        name = f"{number:04d}"
+        tree = worktree(fork, trees / name, commit)
+        columns[name] = runner.run(tree, selection.regression, f"regression-{name}")
+    print(_table(columns))
+
+    ok = True
+    base = columns.pop("base+tests")
+    failing = set(base.with_outcome("failed", "error"))
+    if failing != selection.fails_on_base:
+        ok = False
+        for test in sorted(selection.fails_on_base - failing):
+            print(f"MATRIX: expected to fail on the base but did not: {test}")
+        for test in sorted(failing - selection.fails_on_base):
+            print(f"MATRIX: fails on the base but is not listed: {test}")
+    for name, result in columns.items():
+        for test in result.with_outcome("failed", "error"):
+            ok = False
+            print(f"MATRIX: fails at patch {name}: {test}")
+    if not commits or not columns[f"{len(commits):04d}"].outcomes:
+        ok = False
+        print("MATRIX: the regression selection ran nothing at the series' head")
+    print(f"regression matrix: {'ok' if ok else 'FAILED'}")
+    return ok
+
+
+def suite_vs_base(
+    fork: Path, trees: Path, runner: Runner, selection: Selection
+) -> bool:
+    """Upstream's CPU selection on the pristine base and on the fork, side by side."""
+    base = worktree(fork, trees / "base", BASE_TAG)
+    jobs = [(tree, name, args) for name, args in selection.runs.items() for tree in (base, fork)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(
+            pool.map(
+                lambda job: runner.run(
+                    job[0], job[2], f"{job[1]}-{'base' if job[0] == base else 'fork'}"
+                ),
+                jobs,
+            )
+        )
+    ok = True
+    for i, name in enumerate(selection.runs):
+        on_base, on_fork = results[2 * i], results[2 * i + 1]
+        print(f"{name}: base {on_base.summary()}; fork {on_fork.summary()}")
+        lost = set(on_base.with_outcome("passed")) - set(on_fork.with_outcome("passed"))
+        failing = on_fork.with_outcome("failed", "error")
+        for test in sorted(lost):
+            print(f"SUITE: passes on the base, not on the fork: {test}")
+        for test in failing:
+            print(f"SUITE: fails on the fork: {test}")
+        if lost or failing or not on_fork.outcomes:
+            ok = False
+    print(f"upstream selection: {'ok' if ok else 'FAILED'}")
+    return ok
