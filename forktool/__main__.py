@@ -78,6 +78,7 @@ def cmd_test(pins: Pins, args: argparse.Namespace) -> bool:
     checks: list[tuple[str, Callable[[], bool]]] = [
         ("tool tests", lambda: _tool_tests(venv)),
         ("regression matrix", lambda: _matrix(pins, venv)),
+        ("GPU-only tests skip here", lambda: _gpu_only(venv)),
         ("upstream selection", lambda: _suite(venv)),
     ]
     results = {}
@@ -98,6 +99,10 @@ def _matrix(pins: Pins, venv: Path) -> bool:
 def _tool_tests(venv: Path) -> bool:
     cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
     return subprocess.run(cmd, cwd=REPO).returncode == 0
+
+
+def _gpu_only(venv: Path) -> bool:
+    return matrix.gpu_only_skipped(FORK, _runner(venv), Selection.load(SELECTION))
 
 
 def _suite(venv: Path) -> bool:

@@ -14,7 +14,7 @@ import subprocess
 import tarfile
 import tempfile
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parseaddr
 from pathlib import Path
 
@@ -148,7 +148,9 @@ def head_subject(fork: Path) -> str:
 
 def format_patches(fork: Path, out: Path) -> list[Path]:
     """Write the fork's commits since `base` as normalised patch files."""
-    result = git(fork, *FORMAT_PATCH, "-o", str(out), f"{BASE_TAG}..HEAD", env=_ISOLATED)
+    result = git(
+        fork, *FORMAT_PATCH, "-o", str(out), f"{BASE_TAG}..HEAD", env=_ISOLATED
+    )
     return [Path(line) for line in result.stdout.splitlines()]
 
 
@@ -202,7 +204,7 @@ def sync(
             "`python3 -m forktool sync --force` to rebuild the fork from the "
             "series (its current commits are kept on a backup branch)."
         )
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     git(fork, "branch", f"backup/{stamp}")
     git(fork, "reset", "-q", "--hard", BASE_TAG)
     apply(fork, patches, author)
@@ -261,7 +263,13 @@ def series_tests_on_base(fork: Path, path: Path, author: str) -> Path:
     """The pristine base's code with the series' test files, committed."""
     worktree(fork, path, BASE_TAG)
     changed = git(
-        fork, "diff", "--name-only", "--diff-filter=AM", f"{BASE_TAG}..HEAD", "--", "tests"
+        fork,
+        "diff",
+        "--name-only",
+        "--diff-filter=AM",
+        f"{BASE_TAG}..HEAD",
+        "--",
+        "tests",
     ).stdout.split()
     if changed:
         head = git(fork, "rev-parse", "HEAD").stdout.strip()

@@ -18,7 +18,9 @@ def revision(model_id: str) -> str:
 
 
 def model_ids(fixtures: Path) -> list[str]:
-    return sorted(f"{d.parent.name}/{d.name}" for d in fixtures.glob("*/*") if d.is_dir())
+    return sorted(
+        f"{d.parent.name}/{d.name}" for d in fixtures.glob("*/*") if d.is_dir()
+    )
 
 
 def lay_out(fixtures: Path, hf_home: Path) -> list[str]:

@@ -73,7 +73,11 @@ def suite_vs_base(
 ) -> bool:
     """Upstream's CPU selection on the pristine base and on the fork, side by side."""
     base = worktree(fork, trees / "base", BASE_TAG)
-    jobs = [(tree, name, args) for name, args in selection.runs.items() for tree in (base, fork)]
+    jobs = [
+        (tree, name, args)
+        for name, args in selection.runs.items()
+        for tree in (base, fork)
+    ]
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(
             pool.map(
@@ -96,4 +100,15 @@ def suite_vs_base(
         if lost or failing or not on_fork.outcomes:
             ok = False
     print(f"upstream selection: {'ok' if ok else 'FAILED'}")
+    return ok
+
+
+def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> bool:
+    """The GPU-only tests are collected and skip with a reason on this machine."""
+    result = runner.run(fork, selection.gpu_only, "gpu-only")
+    print(f"GPU-only tests: {result.summary()}")
+    for test, outcome in sorted(result.outcomes.items()):
+        print(f"  {outcome:8} {test}: {result.reasons.get(test, '')}")
+    ok = bool(result.outcomes) and set(result.outcomes.values()) == {"skipped"}
+    print(f"GPU-only tests collected and skipped: {'ok' if ok else 'FAILED'}")
     return ok

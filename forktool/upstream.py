@@ -34,6 +34,8 @@ class Selection:
     """pytest arguments selecting the tests that pin the series' behaviour."""
     fails_on_base: frozenset[str]
     """Regression tests that must fail on the pristine base's code."""
+    gpu_only: tuple[str, ...]
+    """pytest arguments selecting GPU-only tests that must skip here."""
     excluded: dict[str, str]
     """Test node id -> why it cannot run on this machine."""
 
@@ -45,6 +47,7 @@ class Selection:
             runs={r["name"]: tuple(r["args"]) for r in data["run"]},
             regression=tuple(data["regression"]["args"]),
             fails_on_base=frozenset(data["regression"]["fails_on_base"]),
+            gpu_only=tuple(data["gpu_only"]["args"]),
             excluded={e["test"]: e["reason"] for e in data.get("exclude", [])},
         )
 
@@ -53,6 +56,8 @@ class Selection:
 class Result:
     outcomes: dict[str, str] = field(default_factory=dict)
     """pytest node id -> one of OUTCOMES."""
+    reasons: dict[str, str] = field(default_factory=dict)
+    """pytest node id -> skip reason or failure message."""
     seconds: float = 0.0
     cached: bool = False
 
@@ -91,19 +96,21 @@ def node_id(tree: Path, classname: str, name: str) -> str:
     return f"{classname}::{name}"
 
 
-def parse_junit(tree: Path, junit: Path) -> dict[str, str]:
-    outcomes: dict[str, str] = {}
+def parse_junit(tree: Path, junit: Path) -> Result:
+    result = Result()
     for case in ET.parse(junit).iter("testcase"):
         test = node_id(tree, case.get("classname", ""), case.get("name", ""))
-        status = "passed"
+        status, reason = "passed", ""
         for child in case:
             if child.tag in ("failure", "error", "skipped"):
                 status = {"failure": "failed"}.get(child.tag, child.tag)
+                reason = child.get("message", "")
                 break
         # A test that fails in teardown is reported twice; keep the failure.
-        if outcomes.get(test) not in ("failed", "error"):
-            outcomes[test] = status
-    return outcomes
+        if result.outcomes.get(test) not in ("failed", "error"):
+            result.outcomes[test] = status
+            result.reasons[test] = reason
+    return result
 
 
 def tree_id(tree: Path) -> str | None:
@@ -138,13 +145,18 @@ class Runner:
         key = json.dumps(
             [content, args, self.excluded, _digest(self.fixtures), self.venv.name]
         )
-        cached = cache_dir() / "results" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+        cached = (
+            cache_dir() / "results" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+        )
         if content and cached.exists():
-            data = json.loads(cached.read_text())
-            return Result(data["outcomes"], data["seconds"], cached=True)
+            return Result(**json.loads(cached.read_text()), cached=True)
 
         # Paths the tree lacks (a test file a later patch adds) are left out.
-        args = tuple(a for a in args if not a.startswith("tests/") or (tree / a.split("::")[0]).exists())
+        args = tuple(
+            a
+            for a in args
+            if not a.startswith("tests/") or (tree / a.split("::")[0]).exists()
+        )
         deselect = [f"--deselect={test}" for test in self.excluded]
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{label}.log"
@@ -159,10 +171,10 @@ class Runner:
             subprocess.run(
                 cmd, cwd=tree, env=test_env(self.hf_home), stdout=out, stderr=out
             )
-            seconds = time.monotonic() - start
-            outcomes = parse_junit(tree, junit) if junit.exists() else {}
-        result = Result(outcomes, seconds)
-        if content and outcomes:
+            result = parse_junit(tree, junit) if junit.exists() else Result()
+        result.seconds = time.monotonic() - start
+        if content and result.outcomes:
             cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_text(json.dumps({"outcomes": outcomes, "seconds": seconds}))
+            data = {k: getattr(result, k) for k in ("outcomes", "reasons", "seconds")}
+            cached.write_text(json.dumps(data))
         return result

@@ -169,8 +169,11 @@ def test_patch_that_does_not_apply_is_named_and_tree_left_clean(workspace):
     fork.export(tree, patches)
     # Make the second patch's context disagree with the base.
     bad = patches / "0002-Bad.patch"
-    bad.write_text(bad.read_text().replace("     return 2 * x", "     return 3 * x")
-                   .replace("-    return 2 * x", "-    return 3 * x"))
+    bad.write_text(
+        bad.read_text()
+        .replace("     return 2 * x", "     return 3 * x")
+        .replace("-    return 2 * x", "-    return 3 * x")
+    )
     shutil.rmtree(tree)
     with pytest.raises(ForkToolError) as excinfo:
         sync(workspace)
