@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from forktool import fork, hfcache, matrix
+from forktool import ci_impact, fork, hfcache, matrix, precommit
 from forktool.errors import ForkToolError
 from forktool.pins import REPO, Pins, fetch
 from forktool.upstream import Runner, Selection, test_env
@@ -75,11 +75,31 @@ def cmd_setup(pins: Pins, args: argparse.Namespace) -> bool:
 
 def cmd_test(pins: Pins, args: argparse.Namespace) -> bool:
     venv = _prepare(pins)
+    runner = _runner(venv)
+    selection = Selection.load(SELECTION)
     checks: list[tuple[str, Callable[[], bool]]] = [
-        ("tool tests", lambda: _tool_tests(venv)),
-        ("regression matrix", lambda: _matrix(pins, venv)),
-        ("GPU-only tests skip here", lambda: _gpu_only(venv)),
-        ("upstream selection", lambda: _suite(venv)),
+        ("tool tests", lambda: _pytest(venv, "tests")),
+        (
+            "regression matrix",
+            lambda: matrix.regression_matrix(
+                FORK, TREES, runner, selection, pins.author
+            ),
+        ),
+        (
+            "GPU-only tests collected, skipped here",
+            lambda: matrix.gpu_only_skipped(FORK, runner, selection),
+        ),
+        ("vLLM CI checkers", lambda: ci_impact.run_checkers(FORK, python(venv))),
+        ("CI impact report", lambda: _ci_impact(venv)),
+        (
+            "vLLM pre-commit",
+            lambda: precommit.run_precommit(FORK, TREES / "pre-commit"),
+        ),
+        ("planner fuzz", lambda: _pytest(venv, "fuzz", "-s")),
+        (
+            "upstream selection, fork vs base",
+            lambda: matrix.suite_vs_base(FORK, TREES, runner, selection),
+        ),
     ]
     results = {}
     for name, check in checks:
@@ -96,18 +116,17 @@ def _matrix(pins: Pins, venv: Path) -> bool:
     return matrix.regression_matrix(FORK, TREES, _runner(venv), selection, pins.author)
 
 
-def _tool_tests(venv: Path) -> bool:
-    cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+def _pytest(venv: Path, *args: str) -> bool:
+    """This repository's own tests, in the fork's venv (pytest, vLLM for fuzz)."""
+    cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    env = test_env(BUILD / "hf-home")
+    return subprocess.run(cmd, cwd=REPO, env=env).returncode == 0
+
+
+def _ci_impact(venv: Path) -> bool:
+    """The report reads Buildkite YAML, so it runs in the venv (PyYAML)."""
+    cmd = [python(venv), "-m", "forktool.ci_impact", "--fork", str(FORK)]
     return subprocess.run(cmd, cwd=REPO).returncode == 0
-
-
-def _gpu_only(venv: Path) -> bool:
-    return matrix.gpu_only_skipped(FORK, _runner(venv), Selection.load(SELECTION))
-
-
-def _suite(venv: Path) -> bool:
-    selection = Selection.load(SELECTION)
-    return matrix.suite_vs_base(FORK, TREES, _runner(venv), selection)
 
 
 def main(argv: list[str] | None = None) -> int:

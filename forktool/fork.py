@@ -242,6 +242,7 @@ def worktree(fork: Path, path: Path, commit: str) -> Path:
     Tests import vllm from the checkout, so it gets links to what installing
     the fork generated there (compiled extensions, vllm/_version.py).
     """
+    fork, path = fork.resolve(), path.resolve()  # git -C would resolve from fork
     if (path / ".git").exists():
         git(path, "reset", "-q", "--hard")
         git(path, "clean", "-fdq")

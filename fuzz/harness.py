@@ -1,0 +1,161 @@
+"""The trees under test and the planner worker processes that import them."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO, Any
+
+from forktool.fork import BASE_TAG, git, worktree
+
+REPO = Path(__file__).resolve().parents[1]
+FORK = REPO / "build" / "vllm"
+TREES = REPO / "build" / "trees"
+BASE_TREE = TREES / "base"
+HF_HOME = REPO / "build" / "hf-home"
+WORKER = Path(__file__).resolve().with_name("planner_worker.py")
+
+READY_TIMEOUT_S = 300.0  # importing vllm without bytecode caches: ~20 s
+PLAN_TIMEOUT_S = 120.0
+
+
+def base_tree() -> Path:
+    """The tool-owned checkout of the pristine base, made or fixed if needed."""
+    want = git(FORK, "rev-parse", f"{BASE_TAG}^{{commit}}").stdout.strip()
+    have = (
+        git(BASE_TREE, "rev-parse", "HEAD", check=False).stdout.strip()
+        if (BASE_TREE / ".git").exists()
+        else ""
+    )
+    if have != want:
+        worktree(FORK, BASE_TREE, BASE_TAG)
+    return BASE_TREE
+
+
+def candidate_tree(name: str) -> Path:
+    """FUZZ_AGAINST: `series` (the fork), `base`, a build/trees name, or a path."""
+    if name == "series":
+        return FORK
+    if name == "base":
+        return base_tree()
+    path = TREES / name if (TREES / name).is_dir() else Path(name).resolve()
+    if not (path / "vllm" / "__init__.py").exists():
+        raise ValueError(f"FUZZ_AGAINST={name!r}: no vllm tree at {path}")
+    return path
+
+
+def worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    for key, value in {
+        "VLLM_TARGET_DEVICE": "cpu",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HOME": str(HF_HOME),
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONDONTWRITEBYTECODE": "1",  # keep the trees as the tool left them
+        "VLLM_LOGGING_LEVEL": "ERROR",  # the planner warns on every padded group
+    }.items():
+        env.setdefault(key, value)
+    return env
+
+
+class PlannerProcess:
+    """One planner_worker.py process importing one tree's vllm."""
+
+    def __init__(self, label: str, tree: Path) -> None:
+        self.label, self.tree = label, tree
+        self.log: IO[str] = tempfile.NamedTemporaryFile(
+            "w+", prefix=f"planner-{label}-", suffix=".log"
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER), str(tree)],
+            cwd=tree,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=worker_env(),
+            text=True,
+            bufsize=1,
+        )
+        self.next_id = 0
+        self.vllm_file = ""
+
+    def wait_ready(self) -> None:
+        hello = self._read(READY_TIMEOUT_S)
+        self.vllm_file = hello["vllm_file"]
+        if not Path(self.vllm_file).resolve().is_relative_to(self.tree.resolve()):
+            raise RuntimeError(f"{self.label}: imported {self.vllm_file}")
+
+    def send(self, case: dict[str, Any]) -> int:
+        self.next_id += 1
+        line = json.dumps({"id": self.next_id, "case": case})
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return self.next_id
+
+    def receive(self, request_id: int) -> dict[str, Any]:
+        result = self._read(PLAN_TIMEOUT_S)
+        if result.get("id") != request_id:
+            got = result.get("id")
+            raise RuntimeError(f"{self.label}: answer to {got}, not {request_id}")
+        if "harness_error" in result:
+            raise RuntimeError(f"{self.label}: {result['harness_error']}")
+        return result
+
+    def _read(self, timeout: float) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            raise RuntimeError(
+                f"{self.label} worker ({self.tree}) gave no answer within {timeout} s"
+                f" (exit status {self.proc.poll()}); its log ends:\n{self._log_tail()}"
+            )
+        return json.loads(line)
+
+    def _log_tail(self, chars: int = 4000) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()[-chars:]
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+class PlannerPair:
+    """The reference (pristine base) and the candidate, asked the same case."""
+
+    def __init__(self, candidate_name: str) -> None:
+        self.reference = PlannerProcess("base", base_tree())
+        self.candidate = PlannerProcess(candidate_name, candidate_tree(candidate_name))
+        try:
+            for process in (self.reference, self.candidate):
+                process.wait_ready()
+        except Exception:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"<PlannerPair base vs {self.candidate.label}>"
+
+    def plan(self, case: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Both answers; the two processes plan concurrently."""
+        ids = self.reference.send(case), self.candidate.send(case)
+        return self.reference.receive(ids[0]), self.candidate.receive(ids[1])
+
+    def close(self) -> None:
+        for process in (self.reference, self.candidate):
+            process.close()

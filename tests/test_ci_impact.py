@@ -1,0 +1,197 @@
+"""ci_impact's matching rules and -k evaluation on synthetic inputs."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from forktool import ci_impact as ci
+
+needs_pytest_expression = pytest.mark.skipif(
+    importlib.util.find_spec("_pytest.mark.expression") is None,
+    reason="pytest's -k expression module (_pytest.mark.expression) is missing",
+)
+PP = "distributed/test_pipeline_parallel.py"
+NAME = "test_pp_mixed_precision_kv_cache"
+PARAMS = ["mp-first", "mp-last", "ray-first", "ray-last"]
+# The keywords pytest gives each item: its name, module, directories, markers.
+PARENTS = {"test_pipeline_parallel.py", "distributed", "tests", "parametrize"}
+ITEMS = {f"{NAME}[{p}]": frozenset({f"{NAME}[{p}]", *PARENTS}) for p in PARAMS}
+
+
+@pytest.mark.parametrize(
+    ("entry", "path", "expected"),
+    [
+        ("vllm/v1/worker/gpu_worker.py", "vllm/v1/worker/gpu_worker.py", True),
+        ("vllm/v1/worker/gpu/", "vllm/v1/worker/gpu/model_runner.py", True),
+        ("tests/distributed", "tests/distributed/test_pipeline_parallel.py", True),
+        # A prefix at a `/` boundary only, never a bare string prefix.
+        ("vllm/v1/worker/gpu/", "vllm/v1/worker/gpu_worker.py", False),
+        ("vllm/v1/worker/gpu", "vllm/v1/worker/gpu_worker.py", False),
+        ("vllm/x.py", "vllm/x.pyi", False),
+        # No globs; a file does not select its directory; empty entries nothing.
+        ("vllm/*/core/", "vllm/v1/core/kv_cache_utils.py", False),
+        ("vllm/v1/core/x.py", "vllm/v1/core", False),
+        ("/", "vllm/x.py", False),
+        ("", "vllm/x.py", False),
+    ],
+)
+def test_entry_matches_the_path_or_a_subtree(entry, path, expected):
+    assert ci.entry_matches(entry, path) is expected
+
+
+@pytest.mark.parametrize(
+    "deps",
+    [
+        ["vllm/", "!vllm/distributed/kv_transfer/", "tests/distributed/"],
+        ["!vllm/distributed/kv_transfer/", "tests/distributed/", "vllm/"],
+    ],
+)
+def test_exclusions_drop_only_the_files_they_match_in_any_order(deps):
+    changed = [
+        "vllm/distributed/kv_transfer/base.py",
+        "vllm/distributed/parallel_state.py",
+        "tests/distributed/test_x.py",
+    ]
+    assert ci.triggers(deps, changed) == {
+        "vllm/distributed/parallel_state.py": ["vllm/"],
+        "tests/distributed/test_x.py": ["tests/distributed/"],
+    }
+    assert ci.triggers(deps, changed[:1]) == {}
+
+
+def test_no_includes_no_match_and_every_matching_entry_is_kept():
+    assert ci.triggers(["!vllm/"], ["vllm/x.py", "setup.py"]) == {}
+    assert ci.triggers([], ["vllm/x.py"]) == {}
+    deps = ["vllm/v1/", "vllm/v1/core/", "vllm/v1/core/kv_cache_utils.py"]
+    assert ci.triggers(deps, ["vllm/v1/core/kv_cache_utils.py"]) == {
+        "vllm/v1/core/kv_cache_utils.py": deps
+    }
+
+
+def pp_doc(**mirror: object) -> dict:
+    """distributed.yaml's pipeline-parallel step and its AMD mirror, reduced."""
+    parent = {
+        "label": "PP",
+        "key": "pp",
+        "optional": True,
+        "device": "l4",
+        "source_file_dependencies": ["vllm/distributed/", "vllm/v1/worker/gpu/"],
+        "commands": [f"pytest -v -s {PP}"],
+        "mirror": {"amd": {"device": "mi250_4", "optional": False, **mirror}},
+    }
+    return {"steps": ["wait", parent]}
+
+
+def test_a_mirror_takes_its_own_entries_then_its_parents():
+    doc = pp_doc(source_file_dependencies=["vllm/distributed/", "tests/distributed/"])
+    nvidia, amd = ci.job_steps(doc, "d.yaml")
+    assert (nvidia.pipeline, nvidia.key, nvidia.optional) == (ci.NVIDIA, "pp", True)
+    assert (amd.pipeline, amd.key, amd.optional) == (ci.AMD, "amd-pp", False)
+    assert amd.deps == [
+        "vllm/distributed/",
+        "tests/distributed/",
+        "vllm/v1/worker/gpu/",
+    ]
+    assert amd.inherited == ("vllm/v1/worker/gpu/",)
+    assert amd.commands == nvidia.commands  # none of its own: the parent's
+    changed = ["vllm/v1/worker/gpu/model_runner.py"]
+    assert ci.triggers(amd.deps, changed)  # only through the parent's entry
+    assert ci.trigger_cell(amd, changed, changed) == (
+        "`vllm/v1/worker/gpu/` (parent's) ← `model_runner.py`"
+    )
+
+
+def test_a_mirror_without_entries_or_optional_inherits_them():
+    doc = pp_doc(commands=["pytest -v -s distributed -k ray"])
+    del doc["steps"][1]["mirror"]["amd"]["optional"]
+    _, amd = ci.job_steps(doc, "d.yaml")
+    assert amd.deps == ["vllm/distributed/", "vllm/v1/worker/gpu/"]
+    assert (amd.optional, amd.commands) == (True, ["pytest -v -s distributed -k ray"])
+
+
+def test_amd_gpu_steps_and_the_legacy_amd_yaml_are_amd():
+    doc = {"steps": [{"key": "a", "device": "mi355_1"}, {"key": "c", "device": "h100"}]}
+    assert [s.pipeline for s in ci.job_steps(doc, "x.yaml")] == [ci.AMD, ci.NVIDIA]
+    legacy = {"steps": [{"label": "PP", "agent_pool": "mi250_4", "command": "pytest"}]}
+    (step,) = ci.job_steps(legacy, ci.TEST_AMD_YAML, ci.AMD)
+    assert (step.pipeline, step.key, step.commands) == (ci.AMD, None, ["pytest"])
+
+
+def test_a_row_shows_each_revision_and_a_missing_step():
+    _, amd = ci.job_steps(pp_doc(), "d.yaml")
+    changed = ["vllm/v1/worker/gpu/model_runner.py", "tests/distributed/test_x.py"]
+    new = ci.Found(amd, list(ITEMS)[2:], False)
+    assert ci.table_row(None, new, len(ITEMS), changed) == (
+        "| AMD | AMD: PP (mi250_4) | `amd-pp` | PR | [ray-first], [ray-last] | absent "
+        "| `vllm/v1/worker/gpu/` (parent's) ← `model_runner.py` |"
+    )
+
+
+@pytest.mark.parametrize(
+    ("tokens", "keyword", "marker", "deselect"),
+    [
+        (["pytest", "-v", "-s", "a.py", "-k", "ray"], "ray", None, []),
+        (["pytest", "-kray", "-n", "2", "a.py"], "ray", None, []),
+        (["pytest", "--keyword=ray", "-k", "mp", "a.py"], "mp", None, []),  # last
+        (["pytest", "-m", "not x", "--deselect=a::t", "a"], None, "not x", ["a::t"]),
+    ],
+)
+def test_pytest_options(tokens, keyword, marker, deselect):
+    opts = ci.pytest_options(tokens)
+    assert (opts.keyword, opts.marker, opts.deselect) == (keyword, marker, deselect)
+
+
+@needs_pytest_expression
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("ray", ["ray-first", "ray-last"]),
+        ("RAY", ["ray-first", "ray-last"]),  # case-insensitive
+        ("not ray", ["mp-first", "mp-last"]),
+        ("ray and last", ["ray-last"]),
+        ("(mp or ray) and not first", ["mp-last", "ray-last"]),
+        ("pipeline_parallel", PARAMS),  # the module's name is a keyword
+        ("tp", []),
+        ("", PARAMS),  # no filter
+    ],
+)
+def test_k_is_evaluated_by_pytest_against_item_keywords(expr, expected):
+    chosen = [i for i, keywords in ITEMS.items() if ci.k_selects(expr, keywords)]
+    assert chosen == [f"{NAME}[{p}]" for p in expected]
+
+
+def test_node_selectors():
+    item = f"{NAME}[ray-last]"
+    assert ci.node_selects(PP, item)
+    assert ci.node_selects(f"{PP}::{NAME}", item)
+    assert ci.node_selects(f"{PP}::{item}", item)
+    assert not ci.node_selects(f"{PP}::{NAME}[mp-last]", item)
+    assert not ci.node_selects(f"{PP}::test_pp", item)
+
+
+FORK = Path(__file__).resolve().parent.parent / "build" / "vllm"
+
+
+@needs_pytest_expression
+@pytest.mark.skipif(not (FORK / ci.TETHERING).is_file(), reason=f"no fork at {FORK}")
+@pytest.mark.parametrize(
+    ("command", "expected", "flagged"),
+    [
+        (f"pytest -v -s {PP} -k 'ray'", 2, False),
+        ("pytest -v -s distributed", 4, False),
+        (f"pytest tests/{PP}::test_other", 0, False),
+        ('bash run.sh 2 "VLLM_MULTI_NODE=1 pytest -v -s distributed -k mp"', 2, False),
+        (f"pytest distributed --ignore={PP}", 0, False),
+        (f"echo pytest {PP}", 0, False),
+        (f"pytest -k ray --deselect {PP}::{NAME}[ray-last] {PP}", 1, False),
+        (f"pytest -m 'not slow' {PP}", 4, True),
+    ],
+)
+def test_collected_through_the_forks_parser(command, expected, flagged):
+    step = ci.Step(ci.NVIDIA, "x.yaml", {"commands": [command]}, "x")
+    tk = ci.load_tethering(FORK)
+    items, unevaluated = ci.collected(step, f"tests/{PP}", ITEMS, tk)
+    assert (len(items), unevaluated) == (expected, flagged)
