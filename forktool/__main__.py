@@ -64,8 +64,14 @@ def _prepare(pins: Pins) -> Path:
         text=True,
     )
     print(f"vllm --version (from {FORK}): {version.stdout.strip() or version.stderr}")
-    if version.returncode != 0:
-        raise ForkToolError("vllm --version failed in the fork's venv")
+    serve = subprocess.run(
+        [str(venv / "bin" / "vllm"), "serve", "--help"],
+        env=test_env(BUILD / "hf-home"),
+        capture_output=True,
+    )
+    print(f"vllm serve --help: exit status {serve.returncode}")
+    if version.returncode != 0 or serve.returncode != 0:
+        raise ForkToolError("vllm --version or vllm serve --help failed")
     return venv
 
 
@@ -96,6 +102,7 @@ def cmd_test(pins: Pins, args: argparse.Namespace) -> bool:
             lambda: precommit.run_precommit(FORK, TREES / "pre-commit"),
         ),
         ("planner fuzz", lambda: _pytest(venv, "fuzz", "-s")),
+        ("planner fuzz catches the base", lambda: _fuzz_catches_base(venv)),
         (
             "upstream selection, fork vs base",
             lambda: matrix.suite_vs_base(FORK, TREES, runner, selection),
@@ -121,6 +128,16 @@ def _pytest(venv: Path, *args: str) -> bool:
     cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
     env = test_env(BUILD / "hf-home")
     return subprocess.run(cmd, cwd=REPO, env=env).returncode == 0
+
+
+def _fuzz_catches_base(venv: Path) -> bool:
+    """The fuzz's invariants, with the pristine base as the candidate, must fail."""
+    cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", "fuzz", "-s"]
+    env = {**test_env(BUILD / "hf-home"), "FUZZ_AGAINST": "base"}
+    run = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    shrunk = [line for line in run.stdout.splitlines() if "_violated" in line]
+    print("\n".join(shrunk) or run.stdout[-3000:])
+    return run.returncode != 0 and any("agree" in line for line in shrunk)
 
 
 def _ci_impact(venv: Path) -> bool:
