@@ -456,16 +456,25 @@ def _not_committed(patches_dir: Path) -> set[Path] | None:
 
 
 def _refuse_losing(
-    patches_dir: Path, touched: list[Path], removed: list[Path], kept: set[str]
+    patches_dir: Path,
+    overwritten: list[Path],
+    removed: list[Path],
+    kept: set[str],
+    record: list[Entry] | None,
 ) -> None:
-    """Refuse to overwrite or delete a patch file whose content exists only there."""
+    """Refuse to delete a patch file whose content exists only there, or to
+    overwrite one unless it is the fork's last synced or exported version."""
     dirty = _not_committed(patches_dir)
-    lost = [
-        f"  {path.name} (export would {'delete' if path in removed else 'overwrite'} it)"
-        for path in touched + removed
-        if (dirty is None or path.resolve() in dirty)
-        and describe(path).fingerprint not in kept
-    ]
+    known = {e.series for e in record or []}
+    lost = []
+    for path in overwritten + removed:
+        if dirty is not None and path.resolve() not in dirty:
+            continue
+        fingerprint = describe(path).fingerprint
+        if fingerprint in kept or (path in overwritten and fingerprint in known):
+            continue
+        action = "delete" if path in removed else "overwrite"
+        lost.append(f"  {path.name} (export would {action} it)")
     if not lost:
         return
     where = (
@@ -521,7 +530,8 @@ def export(fork: Path, patches_dir: Path) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         new = format_patches(fork, Path(tmp))
         have = [describe(path) for path in new]
-        standing = compare(have, series, load_record(fork))
+        record = load_record(fork)
+        standing = compare(have, series, record)
         if standing.of(BEHIND, BOTH):
             raise ForkToolError(refusal(fork, standing, "export"))
         names = [p.name for p in new]
@@ -532,9 +542,10 @@ def export(fork: Path, patches_dir: Path) -> str:
             or (patches_dir / p.name).read_bytes() != p.read_bytes()
         ]
         removed = [p for p in patches_dir.glob("*.patch") if p.name not in names]
-        touched = [patches_dir / p.name for p in written]
-        touched = [p for p in touched if p.exists()]
-        _refuse_losing(patches_dir, touched, removed, {h.fingerprint for h in have})
+        overwritten = [patches_dir / p.name for p in written]
+        overwritten = [p for p in overwritten if p.exists()]
+        kept = {h.fingerprint for h in have}
+        _refuse_losing(patches_dir, overwritten, removed, kept, record)
         for path in written:
             shutil.copyfile(path, patches_dir / path.name)
     for path in removed:
@@ -545,7 +556,11 @@ def export(fork: Path, patches_dir: Path) -> str:
         [
             f"exported {len(names)} patches to {patches_dir} "
             f"({len(written)} written, {len(removed)} removed)",
-            *(["saved:", standing.report(LOCAL)] if standing.of(LOCAL) else []),
+            *(
+                ["saved:", standing.report(LOCAL, advice=False)]
+                if standing.of(LOCAL)
+                else []
+            ),
             *_warnings(fork, names),
         ]
     )

@@ -40,10 +40,10 @@ class Item:
     fork_at: int | None = None
     """0-based position of the fork's commit, if the fork has the patch."""
 
-    def line(self) -> str:
+    def line(self, advice: bool = True) -> str:
         patch = self.series or self.fork
         name = patch.name if patch else "(order)"
-        return f"  {name}: {self.what}"
+        return f"  {name}: {self.what if advice else self.what.split(' (')[0]}"
 
 
 def record_path(fork: Path) -> Path:
@@ -72,8 +72,8 @@ class Standing:
     def of(self, *kinds: str) -> list[Item]:
         return [item for item in self.items if item.kind in kinds]
 
-    def report(self, *kinds: str) -> str:
-        return "\n".join(item.line() for item in self.of(*kinds))
+    def report(self, *kinds: str, advice: bool = True) -> str:
+        return "\n".join(item.line(advice) for item in self.of(*kinds))
 
     @property
     def changed(self) -> bool:

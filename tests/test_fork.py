@@ -99,7 +99,9 @@ def head(tree: Path) -> str:
 
 
 def subjects(tree: Path) -> list[str]:
-    return fork.git(tree, "log", "--reverse", "--format=%s", "base..").stdout.split("\n")[:-1]
+    return fork.git(tree, "log", "--reverse", "--format=%s", "base..").stdout.split(
+        "\n"
+    )[:-1]
 
 
 def snapshot(patches: Path) -> dict[str, bytes]:
@@ -462,7 +464,9 @@ def test_scenario_5_new_pinned_base_with_a_conflicting_patch(workspace):
     message = str(excinfo.value)
     print(message)
     assert "The pinned base is now mini 0.2" in message
-    assert "patch 2 of 3 in the series does not apply: 0002-Core-Second.patch" in message
+    assert (
+        "patch 2 of 3 in the series does not apply: 0002-Core-Second.patch" in message
+    )
     assert "conflicting: mini/util.py" in message
     assert fork.git(tree, "status", "--porcelain").stdout == ""
     assert fork.git(tree, "log", "-1", "--format=%s", "base").stdout == "mini 0.2\n"
@@ -518,6 +522,10 @@ def test_scenario_7_export_warns_about_unsigned_commits_and_subjects(workspace):
     assert "0001-fix-readme.patch: subject 'fix readme' is not in" in message
     assert "0002-Core-First.patch" not in message.split("warning", 1)[1]
     assert (patches / "0001-fix-readme.patch").exists()
+    # The advice works: the commit gets the author's sign-off.
+    command = re.search(r"`(git -C \S+ rebase --signoff base)`", message).group(1)
+    fork.git(tree, *command.split()[3:])
+    assert "Signed-off-by" not in fork.export(tree, patches)
 
 
 def test_series_rejects_orphan_and_missing_patches(workspace):
