@@ -275,6 +275,19 @@ def _apply_series(
         )
 
 
+def _drop_tool_identity(fork: Path, author: str) -> None:
+    """Forks made by earlier versions of this tool set its identity in their
+    config, so people's commits and sign-offs carried it; remove it."""
+    email = git(fork, "config", "--local", "user.email", check=False).stdout.strip()
+    if email and email == parseaddr(author)[1]:
+        for key in ("user.name", "user.email"):
+            git(fork, "config", "--local", "--unset-all", key, check=False)
+        print(
+            f"removed the tool's identity ({author}) from {fork}/.git/config: "
+            "your commits there now carry your own git identity"
+        )
+
+
 def _base_subject(fork: Path) -> str:
     return git(fork, "log", "-1", "--format=%s", BASE_TAG).stdout.strip()
 
@@ -301,6 +314,7 @@ def sync(
         return f"materialised {fork}: base + {len(paths)} patches"
 
     ensure_safe(fork, "sync")
+    _drop_tool_identity(fork, author)
     record = load_record(fork)
     standing = compare(fork_patches(fork), series, record)
     old_base = git(fork, "log", "-1", "--format=%B", BASE_TAG).stdout
@@ -435,8 +449,8 @@ def refusal(fork: Path, standing: Standing, command: str) -> str:
     return (
         f"The series has changes {fork} lacks:\n{standing.report(BEHIND)}\n"
         f"`{command}` would undo them. Run `python3 -m forktool sync` first: it "
-        "brings them in (the fork's current commits stay on a backup/<time> "
-        "branch), then commit your work on top and export."
+        "brings them in (any commits it replaces stay on a backup/<time> "
+        "branch); then commit your work on top and export."
     )
 
 

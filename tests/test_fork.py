@@ -502,6 +502,11 @@ def test_scenario_4_commits_carry_their_authors_identity(workspace):
     assert "user.name" not in config and "user.email" not in config
     log = fork.git(tree, "log", "--format=%an <%ae>|%cn <%ce>").stdout.splitlines()
     assert log == [f"{PERSON}|{PERSON}", f"{AUTHOR}|{AUTHOR}"]
+    # A fork made by an earlier version of the tool loses the tool's identity.
+    fork.git(tree, "config", "user.name", "Test Project")
+    fork.git(tree, "config", "user.email", "test-project@noreply.invalid")
+    sync(workspace)
+    assert "user." not in fork.git(tree, "config", "--local", "--list").stdout
     # Rebuilt by the tool: the author stays the person, the tool commits it.
     shutil.rmtree(tree)
     sync(workspace)
