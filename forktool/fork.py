@@ -275,6 +275,43 @@ def _apply_series(
         )
 
 
+def _record(fork: Path, have: list[PatchInfo], patches_dir: Path) -> list[Entry]:
+    """The fork's record; for a fork made before records existed, the fork's
+    patches that this repository ever committed count as synced from it."""
+    record = load_record(fork)
+    if record is not None:
+        return record
+    committed = _committed(patches_dir)
+    return [
+        Entry(p.subject, p.fingerprint, p.fingerprint)
+        for p in have
+        if p.fingerprint in committed
+    ]
+
+
+def _committed(patches_dir: Path, limit: int = 200) -> set[str]:
+    """Fingerprints of the patch files in the last `limit` commits of patches/."""
+    if git(patches_dir, "rev-parse", "-q", "--verify", "HEAD", check=False).returncode:
+        return set()
+    commits = git(patches_dir, "rev-list", f"-{limit}", "HEAD", "--", ".").stdout
+    blobs = set()
+    for commit in commits.split():
+        tree = git(patches_dir, "ls-tree", commit, "--", ".").stdout
+        for line in tree.splitlines():
+            info, name = line.split("\t", 1)
+            if name.endswith(".patch"):
+                blobs.add((info.split()[2], name))
+    found = set()
+    for blob, name in blobs:
+        data = subprocess.run(
+            ["git", "-C", str(patches_dir), "cat-file", "blob", blob],
+            capture_output=True,
+            check=True,
+        ).stdout
+        found.add(describe(Path(name), data).fingerprint)
+    return found
+
+
 def _drop_tool_identity(fork: Path, author: str) -> None:
     """Forks made by earlier versions of this tool set its identity in their
     config, so people's commits and sign-offs carried it; remove it."""
@@ -315,8 +352,9 @@ def sync(
 
     ensure_safe(fork, "sync")
     _drop_tool_identity(fork, author)
-    record = load_record(fork)
-    standing = compare(fork_patches(fork), series, record)
+    have = fork_patches(fork)
+    record = _record(fork, have, patches_dir)
+    standing = compare(have, series, record)
     old_base = git(fork, "log", "-1", "--format=%B", BASE_TAG).stdout
     if old_base.strip() != base_message.strip():
         if standing.of(LOCAL, BOTH) and not force:
@@ -544,7 +582,7 @@ def export(fork: Path, patches_dir: Path) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         new = format_patches(fork, Path(tmp))
         have = [describe(path) for path in new]
-        record = load_record(fork)
+        record = _record(fork, have, patches_dir)
         standing = compare(have, series, record)
         if standing.of(BEHIND, BOTH):
             raise ForkToolError(refusal(fork, standing, "export"))

@@ -52,9 +52,9 @@ class PatchInfo:
     a patch is, whatever its number or the blob ids of its parent."""
 
 
-def describe(path: Path) -> PatchInfo:
+def describe(path: Path, data: bytes | None = None) -> PatchInfo:
     """Describe a `git format-patch` file (from the series or the fork)."""
-    data = path.read_bytes()
+    data = path.read_bytes() if data is None else data
     header = data.split(b"\n---\n", 1)[0]
     patch_id = subprocess.run(
         ["git", "patch-id", "--stable"], input=data, capture_output=True, check=True

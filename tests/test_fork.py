@@ -324,6 +324,25 @@ def test_scenario_2_teammate_drops_a_patch(workspace):
     assert snapshot(patches) == pulled
 
 
+def test_fork_from_before_records_tells_a_dropped_patch_from_local_work(workspace):
+    _, patches, mine = workspace
+    series_of(workspace, *THREE)
+    theirs = teammate(workspace)
+    edit_series(theirs, "sed -i 2d")
+    fork.export(theirs, patches)
+    commit_series(patches)
+    (mine / ".git" / "forktool-synced").unlink()  # made by an earlier version
+    commit(mine, "mini/local.py", "LOCAL = 1\n", "[Core] Local")
+    with pytest.raises(ForkToolError) as excinfo:
+        sync(workspace)
+    message = str(excinfo.value)
+    print(message)
+    # The dropped patch was committed in this repository: not local work.
+    assert "0002-Core-Second.patch: dropped from the series" in message
+    assert "0004-Core-Local.patch: only in the fork" in message
+    assert "cherry-pick" in message and "Second" not in message.split("To keep")[1]
+
+
 def head_of(tree: Path, ref: str) -> str:
     return fork.git(tree, "rev-parse", ref).stdout.strip()
 
