@@ -193,7 +193,9 @@ COMMANDS = {
         "wheel) unless it is cached, and install build/vllm into it, editable, "
         "with VLLM_USE_PRECOMPILED=1. The venv is shared by every clone with the "
         "same pins: installing points it at this clone's build/vllm and says "
-        "which clone it pointed at before. Writes: the venv and downloads under "
+        "which clone it pointed at before. It refuses a download whose sha256 "
+        "differs from pins.toml (nothing is unpacked). Writes: the venv and "
+        "downloads under "
         "${VLLM_FORK_CACHE:-~/.cache/vllm-fork}, build outputs in build/vllm "
         "(ignored by git).",
     ),
@@ -215,7 +217,8 @@ COMMANDS = {
         'Print `export` lines, for eval "$(python3 -m forktool env)": the cached '
         "venv (VIRTUAL_ENV, PATH), VLLM_TARGET_DEVICE=cpu where there is no GPU "
         "(no nvidia-smi), HF_HOME=build/hf-home with the fixtures' configs, "
-        "HF_HUB_OFFLINE=1. Installs nothing (run install). Writes: build/hf-home.",
+        "HF_HUB_OFFLINE=1. It refuses nothing and installs nothing (run install). "
+        "Writes: build/hf-home.",
     ),
     "run": (
         "run a command in the fork's environment",
@@ -230,7 +233,8 @@ COMMANDS = {
         "List the venvs and downloads in ${VLLM_FORK_CACHE:-~/.cache/vllm-fork} "
         "that this clone's pins.toml does not use (old pins), with their sizes; "
         "--remove deletes them. A clone or branch on other pins downloads and "
-        "builds again what it needs. Writes: nothing without --remove.",
+        "builds again what it needs. It refuses to list or remove what this "
+        "clone's pins use. Writes: nothing without --remove.",
     ),
 }
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from forktool import venv
-from forktool.__main__ import main
+from forktool.__main__ import COMMANDS, main
 from forktool.matrix import _table
 from forktool.pins import Pins, cache_dir
 from forktool.upstream import Result
 
 
-def test_scenario_6_env_prints_the_exact_export_lines(tmp_path):
+def test_issue_5_env_prints_the_exact_export_lines(tmp_path):
     env = tmp_path / "venv"
     variables = venv.user_env(env, tmp_path / "hf home", gpu=False)
     lines = venv.export_lines(variables)
@@ -28,7 +30,7 @@ def test_scenario_6_env_prints_the_exact_export_lines(tmp_path):
     assert "VLLM_TARGET_DEVICE" not in venv.user_env(env, tmp_path, gpu=True)
 
 
-def test_run_uses_the_venv_and_keeps_the_directory(tmp_path, monkeypatch):
+def test_issue_5_run_uses_the_venv_and_keeps_the_directory(tmp_path, monkeypatch):
     env = tmp_path / "venv"
     (env / "bin").mkdir(parents=True)
     tool = env / "bin" / "probe"
@@ -39,7 +41,9 @@ def test_run_uses_the_venv_and_keeps_the_directory(tmp_path, monkeypatch):
     assert (tmp_path / "out.txt").read_text() == f"{tmp_path} 1\n"
 
 
-def test_run_command_needs_the_venv_and_passes_the_exit_status(tmp_path, monkeypatch):
+def test_issue_5_run_command_needs_the_venv_and_passes_the_exit_status(
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
     assert main(["run", "--", "true"]) == 1  # no venv: a clear error
     env = venv.venv_dir(Pins.load())
@@ -51,7 +55,7 @@ def test_run_command_needs_the_venv_and_passes_the_exit_status(tmp_path, monkeyp
     assert out.read_text() == f"{env} 1\n"
 
 
-def test_scenario_6_cache_lists_and_removes_what_old_pins_left(
+def test_issue_6_cache_lists_and_removes_what_old_pins_left(
     tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
@@ -73,7 +77,7 @@ def test_scenario_6_cache_lists_and_removes_what_old_pins_left(
     assert current.exists() and (downloads / pins.sdist.filename).exists()
 
 
-def test_scenario_6_repointing_the_shared_venv_names_the_other_clone(tmp_path):
+def test_issue_6_repointing_the_shared_venv_names_the_other_clone(tmp_path):
     env, mine, other = tmp_path / "venv", tmp_path / "a" / "vllm", tmp_path / "b"
     note = venv.repoint_note(env, other / "vllm", mine)
     assert note and str(other / "vllm") in note and str(mine) in note
@@ -83,7 +87,7 @@ def test_scenario_6_repointing_the_shared_venv_names_the_other_clone(tmp_path):
     assert venv.repoint_note(env, None, mine) is None
 
 
-def test_matrix_table_fits_120_columns_with_a_legend():
+def test_issue_7_matrix_table_fits_120_columns_with_a_legend():
     long = "tests/v1/engine/test_kv_zeroing_contract.py::test_" + "x" * 150 + "[p]"
     short = "tests/v1/core/test_kv_cache_utils.py::test_zeroing"
     columns = {"base+tests": Result({long: "failed", short: "failed"})}
@@ -98,3 +102,12 @@ def test_matrix_table_fits_120_columns_with_a_legend():
     assert row.split()[1:] == ["FAIL", "-", "-"] + ["skip"] * 7
     assert any(line.startswith("base: the pristine base's code") for line in lines)
     assert any("- not present at that patch" in line for line in lines)
+
+
+def test_issue_7_every_command_says_what_it_refuses_and_writes(capsys):
+    for name in COMMANDS:
+        with pytest.raises(SystemExit) as exit_status:
+            main([name, "--help"])
+        assert exit_status.value.code == 0
+        text = " ".join(capsys.readouterr().out.split())
+        assert "Writes" in text and "refuse" in text.lower()

@@ -225,7 +225,7 @@ def test_sync_applies_patches_a_teammate_appended(workspace):
     assert "up to date" in sync(workspace)
 
 
-def test_scenario_1_rebase_in_progress_is_refused_and_nothing_is_lost(workspace):
+def test_issue_1_rebase_in_progress_is_refused_and_nothing_is_lost(workspace):
     _, patches, tree = workspace
     series_of(workspace, *THREE)
     exported = snapshot(patches)
@@ -299,7 +299,7 @@ def test_export_outside_a_git_checkout_keeps_every_file(workspace):
     assert (patches / "0003-Core-Third.patch").exists()
 
 
-def test_scenario_2_teammate_drops_a_patch(workspace):
+def test_issue_2_teammate_drops_a_patch(workspace):
     _, patches, mine = workspace
     series_of(workspace, *THREE)
     theirs = teammate(workspace)
@@ -355,7 +355,7 @@ def change_second(tree: Path, body: str) -> None:
     fork.git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
 
 
-def test_scenario_3_teammate_changes_a_patch(workspace):
+def test_issue_2_teammate_changes_a_patch(workspace):
     _, patches, mine = workspace
     series_of(workspace, *THREE)
     theirs = teammate(workspace)
@@ -375,7 +375,7 @@ def test_scenario_3_teammate_changes_a_patch(workspace):
     assert snapshot(patches) == pulled
 
 
-def test_scenario_3_my_change_to_a_patch_is_local_work(workspace):
+def test_issue_2_my_change_to_a_patch_is_local_work(workspace):
     _, patches, mine = workspace
     series_of(workspace, *THREE)
     change_second(mine, "def double(x):\n    return x + x  # mine\n")
@@ -386,7 +386,7 @@ def test_scenario_3_my_change_to_a_patch_is_local_work(workspace):
     assert "# mine" in (patches / "0002-Core-Second.patch").read_text()
 
 
-def test_scenario_3_both_sides_changed_a_patch(workspace):
+def test_issue_2_both_sides_changed_a_patch(workspace):
     _, patches, mine = workspace
     series_of(workspace, *THREE)
     theirs = teammate(workspace)
@@ -438,7 +438,7 @@ def test_reordering_in_the_fork_is_local_work(workspace):
     assert [p.name for p in read_series(patches)][-1] == "0003-Core-First.patch"
 
 
-def test_patch_that_does_not_apply_is_named_and_tree_left_clean(workspace):
+def test_issue_7_patch_that_does_not_apply_gets_one_message(workspace):
     pins, patches, tree = workspace
     sync(workspace)
     commit(tree, "mini/__init__.py", "VALUE = 2\n", "Good")
@@ -470,7 +470,7 @@ def test_patch_that_does_not_apply_is_named_and_tree_left_clean(workspace):
         fork.export(tree, patches)
 
 
-def test_scenario_5_new_pinned_base_with_a_conflicting_patch(workspace):
+def test_issue_3_new_pinned_base_with_a_conflicting_patch(workspace):
     pins, patches, tree = workspace
     series_of(workspace, *THREE)
     old_head = head(tree)
@@ -505,7 +505,7 @@ def test_scenario_5_new_pinned_base_with_a_conflicting_patch(workspace):
     assert "up to date" in sync(workspace, message="mini 0.2\n", sdist=sdist)
 
 
-def test_scenario_5_local_work_is_saved_before_the_base_moves(workspace):
+def test_issue_3_local_work_is_saved_before_the_base_moves(workspace):
     _, patches, tree = workspace
     series_of(workspace, THREE[0])
     commit(tree, *THREE[2])
@@ -514,7 +514,7 @@ def test_scenario_5_local_work_is_saved_before_the_base_moves(workspace):
     assert subjects(tree) == ["[Core] First", "[Core] Third"]
 
 
-def test_scenario_4_commits_carry_their_authors_identity(workspace):
+def test_issue_4_commits_carry_their_authors_identity(workspace):
     _, patches, tree = workspace
     series_of(workspace, THREE[0])
     config = fork.git(tree, "config", "--local", "--list").stdout
@@ -533,7 +533,7 @@ def test_scenario_4_commits_carry_their_authors_identity(workspace):
     assert log.strip() == f"{PERSON}|{AUTHOR}"
 
 
-def test_scenario_7_export_warns_about_unsigned_commits_and_subjects(workspace):
+def test_issue_7_export_warns_about_unsigned_commits_and_subjects(workspace):
     _, patches, tree = workspace
     sync(workspace)
     (tree / "README").write_text("readme\n")
