@@ -239,9 +239,17 @@ COMMANDS = {
 }
 
 
+def _hf_home() -> Path:
+    """build/hf-home, laid out unless it is (setup and test refresh it; a run
+    in progress may be reading it)."""
+    if not (BUILD / "hf-home" / "hub").exists():
+        hfcache.lay_out(FIXTURES, BUILD / "hf-home")
+    return BUILD / "hf-home"
+
+
 def cmd_env(pins: Pins, args: argparse.Namespace) -> None:
     venv = venv_dir(pins)
-    hfcache.lay_out(FIXTURES, BUILD / "hf-home")
+    _hf_home()
     if not (venv / COMPLETE).exists():
         print(f"# {venv} does not exist yet: run `python3 -m forktool install`")
     print(export_lines(user_env(venv, BUILD / "hf-home")))
@@ -254,7 +262,7 @@ def cmd_run(pins: Pins, args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise ForkToolError("nothing to run: python3 -m forktool run -- <command>")
-    hfcache.lay_out(FIXTURES, BUILD / "hf-home")
+    _hf_home()
     variables = user_env(venv, BUILD / "hf-home")
     return run_in(variables, command, args.directory)
 
