@@ -381,12 +381,12 @@ def sync(
     m = standing.applied_prefix(len(paths))
     if m is not None:
         kept = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
-        report = standing.report(BEHIND, LOCAL)
+        report = standing.report(BEHIND, LOCAL, advice=False)
         _apply_series(fork, paths, series, kept, author, log)
         return f"applied {len(paths) - m} patches of the series to {fork}:\n{report}"
     if standing.of(LOCAL, BOTH):
         raise ForkToolError(refusal(fork, standing, "sync"))
-    report = standing.report(BEHIND)
+    report = standing.report(BEHIND, advice=False)
     backup = _backup(fork)
     git(fork, "reset", "-q", "--hard", BASE_TAG)
     try:
