@@ -383,6 +383,8 @@ def sync(
         kept = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
         report = standing.report(BEHIND, LOCAL, advice=False)
         _apply_series(fork, paths, series, kept, author, log)
+        if standing.of(LOCAL):
+            report += "\nSave the fork's changes with `python3 -m forktool export`."
         return f"applied {len(paths) - m} patches of the series to {fork}:\n{report}"
     if standing.of(LOCAL, BOTH):
         raise ForkToolError(refusal(fork, standing, "sync"))

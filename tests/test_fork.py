@@ -498,7 +498,8 @@ def test_issue_3_new_pinned_base_with_a_conflicting_patch(workspace):
     (tree / "mini/util.py").write_text("def double(x):\n    return x * 2  # new\n")
     fork.git(tree, "add", "mini/util.py")
     fork.git(tree, "am", "--continue", env={"GIT_EDITOR": "true"})
-    assert "applied 1 patches" in sync(workspace, message="mini 0.2\n", sdist=sdist)
+    message = sync(workspace, message="mini 0.2\n", sdist=sdist)
+    assert "applied 1 patches" in message and "forktool export" in message
     assert subjects(tree) == [c[2] for c in THREE]
     assert "1 written, 0 removed" in fork.export(tree, patches)
     assert "# new" in (patches / "0002-Core-Second.patch").read_text()
