@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,7 +13,18 @@ from forktool import ci_impact, fork, hfcache, matrix, precommit
 from forktool.errors import ForkToolError
 from forktool.pins import REPO, Pins, fetch
 from forktool.upstream import Runner, Selection, test_env
-from forktool.venv import ensure_venv, install_fork, python
+from forktool.venv import (
+    COMPLETE,
+    ensure_venv,
+    export_lines,
+    install_fork,
+    python,
+    run_in,
+    size,
+    stale,
+    user_env,
+    venv_dir,
+)
 
 BUILD = REPO / "build"
 FORK = BUILD / "vllm"
@@ -42,6 +54,7 @@ def cmd_export(pins: Pins, args: argparse.Namespace) -> None:
 
 def cmd_install(pins: Pins, args: argparse.Namespace) -> Path:
     venv = ensure_venv(pins)
+    print(f"venv: {venv}")
     install_fork(pins, venv, FORK)
     return venv
 
@@ -146,30 +159,165 @@ def _ci_impact(venv: Path) -> bool:
     return subprocess.run(cmd, cwd=REPO).returncode == 0
 
 
+COMMANDS = {
+    "sync": (
+        "materialise build/vllm: base + series, or bring it up to date",
+        "Materialise build/vllm as the pinned base (commit tagged `base`) plus one "
+        "commit per patch of patches/series, or bring an existing fork up to date. "
+        "It compares the fork's patches with the series (git patch-id --stable, "
+        "subjects) and reports, per patch, which side changed. It updates the fork "
+        "when only the series changed (a teammate added, changed or dropped a "
+        "patch), and rebuilds it with `git am -3` when pins.toml names another "
+        "base; the fork's previous commits stay on a backup/<time> branch. It "
+        "refuses, changing nothing, while a git operation (am, rebase, "
+        "cherry-pick, revert, merge, bisect) is stopped in the fork, while the "
+        "fork has uncommitted changes, while it holds work the series lacks (run "
+        "export), and when both sides changed. Writes: build/vllm, "
+        "build/logs/sync-git-am.log, the sdist download in the cache.",
+    ),
+    "export": (
+        "write build/vllm's commits back to patches/",
+        "Write build/vllm's commits since `base` to patches/ as normalised "
+        "`git format-patch` files and rewrite patches/series; exporting an "
+        "unchanged fork changes nothing. It warns about commits without a "
+        "Signed-off-by: matching their author and subjects not in vLLM's "
+        "`[Area] Subject` style. It refuses, changing nothing, while a git "
+        "operation is stopped in the fork, while the fork has uncommitted "
+        "changes, when the series has changes the fork lacks (run sync), and "
+        "when it would delete a patch file, or overwrite one it did not write, "
+        "that is not committed in this repository. Writes: patches/ only.",
+    ),
+    "install": (
+        "create the cached venv, install the fork into it",
+        "Create the venv for these pins (vLLM's dependencies from the pinned "
+        "wheel) unless it is cached, and install build/vllm into it, editable, "
+        "with VLLM_USE_PRECOMPILED=1. The venv is shared by every clone with the "
+        "same pins: installing points it at this clone's build/vllm and says "
+        "which clone it pointed at before. It refuses a download whose sha256 "
+        "differs from pins.toml (nothing is unpacked). Writes: the venv and "
+        "downloads under "
+        "${VLLM_FORK_CACHE:-~/.cache/vllm-fork}, build outputs in build/vllm "
+        "(ignored by git).",
+    ),
+    "setup": (
+        "sync, install, show the fork, run the regression matrix",
+        "sync, then install, then show `vllm --version` from the fork and run "
+        "the series' regression matrix. Refuses what sync refuses. Writes what "
+        "sync and install write, and build/trees, build/logs, build/hf-home.",
+    ),
+    "test": (
+        "everything setup does, plus every check CI runs",
+        "Everything setup does, then the tool's tests, vLLM's CPU selection on "
+        "the fork and on the pristine base, vLLM's CI checkers and pre-commit, "
+        "and the planner fuzz; prints a summary. Refuses what sync refuses. "
+        "Writes what setup writes.",
+    ),
+    "env": (
+        "print the shell lines for the fork's environment",
+        'Print `export` lines, for eval "$(python3 -m forktool env)": the cached '
+        "venv (VIRTUAL_ENV, PATH), VLLM_TARGET_DEVICE=cpu where there is no GPU "
+        "(no nvidia-smi), HF_HOME=build/hf-home with the fixtures' configs, "
+        "HF_HUB_OFFLINE=1. It refuses nothing and installs nothing (run install). "
+        "Writes: build/hf-home.",
+    ),
+    "run": (
+        "run a command in the fork's environment",
+        "Run a command in the environment `env` prints, in the current "
+        "directory or the one -C names, e.g. `python3 -m forktool run -C "
+        "build/vllm -- pytest tests/v1/core/test_kv_cache_utils.py -k zeroing`. "
+        "Exits with the command's status. Refuses when the venv is missing (run "
+        "install). Writes: build/hf-home, and whatever the command writes.",
+    ),
+    "cache": (
+        "list (and remove) venvs and downloads of other pins",
+        "List the venvs and downloads in ${VLLM_FORK_CACHE:-~/.cache/vllm-fork} "
+        "that this clone's pins.toml does not use (old pins), with their sizes; "
+        "--remove deletes them. A clone or branch on other pins downloads and "
+        "builds again what it needs. It refuses to list or remove what this "
+        "clone's pins use. Writes: nothing without --remove.",
+    ),
+}
+
+
+def _hf_home() -> Path:
+    """build/hf-home, laid out unless it is (setup and test refresh it; a run
+    in progress may be reading it)."""
+    if not (BUILD / "hf-home" / "hub").exists():
+        hfcache.lay_out(FIXTURES, BUILD / "hf-home")
+    return BUILD / "hf-home"
+
+
+def cmd_env(pins: Pins, args: argparse.Namespace) -> None:
+    venv = venv_dir(pins)
+    _hf_home()
+    if not (venv / COMPLETE).exists():
+        print(f"# {venv} does not exist yet: run `python3 -m forktool install`")
+    print(export_lines(user_env(venv, BUILD / "hf-home")))
+
+
+def cmd_run(pins: Pins, args: argparse.Namespace) -> int:
+    venv = venv_dir(pins)
+    if not (venv / COMPLETE).exists():
+        raise ForkToolError(f"{venv} does not exist; run `python3 -m forktool install`")
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise ForkToolError("nothing to run: python3 -m forktool run -- <command>")
+    _hf_home()
+    variables = user_env(venv, BUILD / "hf-home")
+    return run_in(variables, command, args.directory)
+
+
+def cmd_cache(pins: Pins, args: argparse.Namespace) -> None:
+    old = stale(pins)
+    print(f"in use by {REPO / 'pins.toml'}: {venv_dir(pins)}")
+    for path in old:
+        print(f"{'removing' if args.remove else 'stale'}  {path}  {size(path)} bytes")
+        if args.remove:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if not old:
+        print("nothing stale")
+    elif not args.remove:
+        print("remove them with `python3 -m forktool cache --remove`")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m forktool", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sync = sub.add_parser("sync", help="materialise build/vllm: base + series")
-    sync.add_argument(
+    sub = parser.add_subparsers(dest="command_name", required=True)
+    runs = {
+        "sync": cmd_sync,
+        "export": cmd_export,
+        "install": cmd_install,
+        "setup": cmd_setup,
+        "test": cmd_test,
+        "env": cmd_env,
+        "run": cmd_run,
+        "cache": cmd_cache,
+    }
+    commands = {}
+    for name, (text, description) in COMMANDS.items():
+        commands[name] = sub.add_parser(name, help=text, description=description)
+        commands[name].set_defaults(run=runs[name])
+    commands["sync"].add_argument(
         "--force",
         action="store_true",
-        help="rebuild a fork whose commits differ from the series "
-        "(they are kept on a backup branch)",
+        help="rebuild the fork from the series even though it holds work the "
+        "series lacks (its commits are kept on a backup/<time> branch)",
     )
-    sync.set_defaults(run=cmd_sync)
-    for name, run, text in [
-        ("export", cmd_export, "write build/vllm's commits back to patches/"),
-        ("install", cmd_install, "create the cached venv, install the fork into it"),
-        ("setup", cmd_setup, "sync, install, show the fork, run the regression matrix"),
-        ("test", cmd_test, "everything setup does, plus every check CI runs"),
-    ]:
-        sub.add_parser(name, help=text).set_defaults(run=run)
+    commands["run"].add_argument(
+        "-C", dest="directory", default=".", help="run in this directory"
+    )
+    commands["run"].add_argument("command", nargs=argparse.REMAINDER)
+    commands["cache"].add_argument(
+        "--remove", action="store_true", help="delete what is listed"
+    )
     args = parser.parse_args(argv)
     try:
         ok = args.run(Pins.load(), args)
     except ForkToolError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    if type(ok) is int:
+        return ok
     return 1 if ok is False else 0
 
 

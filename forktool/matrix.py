@@ -20,14 +20,39 @@ from forktool.upstream import Result, Runner, Selection
 MARK = {"passed": "ok", "failed": "FAIL", "error": "ERR", "skipped": "skip"}
 
 
-def _table(columns: dict[str, Result]) -> str:
-    tests = sorted({t for r in columns.values() for t in r.outcomes})
-    width = max(map(len, tests), default=10)
-    lines = ["  ".join([" " * width, *(f"{c:>9}" for c in columns)])]
-    for test in tests:
-        cells = (MARK.get(r.outcomes.get(test, ""), "-") for r in columns.values())
-        lines.append("  ".join([test.ljust(width), *(f"{c:>9}" for c in cells)]))
-    return "\n".join(lines)
+LEGEND = """\
+base: the pristine base's code with the series' test files (base+tests)
+0001, 0002, ...: the fork at that patch of the series
+ok passed, FAIL failed, ERR error, skip skipped, - not present at that patch \
+(the test does not exist there)"""
+
+
+def _fit(text: str, width: int, left: bool = False) -> str:
+    """`text`, shortened with an ellipsis (at its start if `left`) to `width`."""
+    if len(text) <= width:
+        return text
+    return "…" + text[-(width - 1) :] if left else text[: width - 1] + "…"
+
+
+def _table(columns: dict[str, Result], width: int = 120) -> str:
+    """One row per test, grouped by file, at most `width` columns; a legend."""
+    heads = ["base" if c == "base+tests" else c for c in columns]
+    label = width - sum(len(h) + 1 for h in heads)
+    files: dict[str, list[str]] = {}
+    for test in sorted({t for r in columns.values() for t in r.outcomes}):
+        file, _, name = test.partition("::")
+        files.setdefault(file, []).append(test)
+    lines = []
+    for file, tests in files.items():
+        lines.append(_fit(file, label, left=True).ljust(label) + " ".join(heads))
+        for test in tests:
+            name = "  " + _fit(test.partition("::")[2], label - 2)
+            cells = [
+                MARK.get(r.outcomes.get(test, ""), "-").rjust(len(head))
+                for r, head in zip(columns.values(), heads, strict=True)
+            ]
+            lines.append(name.ljust(label) + " ".join(cells))
+    return "\n".join([*lines, LEGEND])
 
 
 def regression_matrix(

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from forktool.errors import ForkToolError
@@ -35,3 +39,32 @@ def read_series(patches: Path) -> list[Path]:
 
 def write_series(patches: Path, names: list[str]) -> None:
     (patches / "series").write_text(HEADER + "".join(f"{n}\n" for n in names))
+
+
+@dataclass(frozen=True)
+class PatchInfo:
+    """A patch file as the comparison of fork and series sees it."""
+
+    name: str
+    subject: str
+    fingerprint: str
+    """The header (author, date, message) and `git patch-id --stable`: what
+    a patch is, whatever its number or the blob ids of its parent."""
+
+
+def describe(path: Path, data: bytes | None = None) -> PatchInfo:
+    """Describe a `git format-patch` file (from the series or the fork)."""
+    data = path.read_bytes() if data is None else data
+    header = data.split(b"\n---\n", 1)[0]
+    patch_id = subprocess.run(
+        ["git", "patch-id", "--stable"], input=data, capture_output=True, check=True
+    ).stdout.split(b" ", 1)[0]
+    digest = hashlib.sha256(header + b"\0" + patch_id).hexdigest()
+    return PatchInfo(path.name, _subject(header.decode(errors="replace")), digest)
+
+
+def _subject(header: str) -> str:
+    """The Subject: header, unfolded, without format-patch's "[PATCH] "."""
+    match = re.search(r"^Subject: (.*(?:\n[ \t].*)*)", header, re.M)
+    subject = re.sub(r"\n[ \t]", " ", match.group(1)) if match else ""
+    return subject.removeprefix("[PATCH] ").strip()

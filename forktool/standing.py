@@ -1,0 +1,188 @@
+"""Where the fork stands against the series, patch by patch.
+
+Patches are compared by fingerprint (`series.describe`: header and
+`git patch-id --stable`) and, for a patch changed on one side, by subject.
+Which side changed a patch is told by the record that `sync` and `export`
+leave in the fork (`.git/forktool-synced`): for each patch of the series
+they agreed on, its fingerprint in the series and that of the fork commit
+made from it (none while the patch is not applied yet).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from forktool.series import PatchInfo
+
+SAME = "in both"
+LOCAL = "local work"  # export saves it
+BEHIND = "the fork is behind"  # sync brings it in
+BOTH = "changed on both sides"
+
+
+@dataclass(frozen=True)
+class Entry:
+    subject: str
+    series: str
+    fork: str | None
+
+
+@dataclass(frozen=True)
+class Item:
+    kind: str
+    what: str
+    series: PatchInfo | None = None
+    fork: PatchInfo | None = None
+    number: int = 0
+    """1-based position in the series, or else in the fork."""
+    fork_at: int | None = None
+    """0-based position of the fork's commit, if the fork has the patch."""
+
+    def line(self, advice: bool = True) -> str:
+        patch = self.series or self.fork
+        name = patch.name if patch else "(order)"
+        return f"  {name}: {self.what if advice else self.what.split(' (')[0]}"
+
+
+def record_path(fork: Path) -> Path:
+    return fork / ".git" / "forktool-synced"
+
+
+def load_record(fork: Path) -> list[Entry] | None:
+    """The last agreed series, or None for a fork without a record."""
+    path = record_path(fork)
+    if not path.exists():
+        return None
+    return [Entry(**entry) for entry in json.loads(path.read_text())]
+
+
+def save_record(fork: Path, entries: list[Entry]) -> None:
+    data = [vars(entry) for entry in entries]
+    record_path(fork).write_text(json.dumps(data, indent=1) + "\n")
+
+
+@dataclass
+class Standing:
+    items: list[Item]
+    pairs: list[tuple[int, int]]
+    """(fork index, series index) of the patches present on both sides."""
+
+    def of(self, *kinds: str) -> list[Item]:
+        return [item for item in self.items if item.kind in kinds]
+
+    def report(self, *kinds: str, advice: bool = True) -> str:
+        return "\n".join(item.line(advice) for item in self.of(*kinds))
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.of(LOCAL, BEHIND, BOTH))
+
+    def applied_prefix(self, series_len: int) -> int | None:
+        """m when the fork is the series' first m patches (some perhaps changed
+        in the fork) and every later patch only waits to be applied."""
+        m = len(self.pairs)
+        if self.pairs != [(i, i) for i in range(m)] or self.of(BOTH):
+            return None
+        for item in self.items:
+            if item.fork and (item.kind not in (SAME, LOCAL) or not item.series):
+                return None
+        tail = [item for item in self.items if item.number > m and item.series]
+        if any(item.kind != BEHIND or item.fork for item in tail):
+            return None
+        if len(tail) != series_len - m or self.of(LOCAL) and not tail:
+            return None
+        return m
+
+
+def compare(
+    fork: list[PatchInfo], series: list[PatchInfo], record: list[Entry] | None
+) -> Standing:
+    """Classify every patch of the fork and the series; see the module doc."""
+    entries = record or []
+    rec_pairs = {(e.series, e.fork) for e in entries}
+    rec_series = {e.series for e in entries}
+    rec_fork = {e.fork for e in entries if e.fork}
+    rec_applied = {e.series for e in entries if e.fork}
+    free_f, free_s = set(range(len(fork))), set(range(len(series)))
+    items: list[Item] = []
+    pairs: list[tuple[int, int]] = []
+
+    def pair(match, kind_of) -> None:
+        for fi in sorted(free_f):
+            for si in sorted(free_s):
+                if match(fork[fi], series[si]):
+                    kind, what = kind_of(fork[fi], series[si])
+                    items.append(Item(kind, what, series[si], fork[fi], si + 1, fi))
+                    pairs.append((fi, si))
+                    free_f.discard(fi)
+                    free_s.discard(si)
+                    break
+
+    same = (SAME, SAME)
+    pair(lambda f, s: f.fingerprint == s.fingerprint, lambda f, s: same)
+    pair(lambda f, s: (s.fingerprint, f.fingerprint) in rec_pairs, lambda f, s: same)
+
+    def changed(f: PatchInfo, s: PatchInfo) -> tuple[str, str]:
+        in_fork = record is None or f.fingerprint not in rec_fork
+        in_series = record is None or s.fingerprint not in rec_series
+        if in_fork and not in_series:
+            return LOCAL, "changed in the fork (local work: `export` saves it)"
+        if in_series and not in_fork:
+            return BEHIND, "changed in the series (`sync` brings it in)"
+        return BOTH, "changed on both sides, in the fork and in the series"
+
+    pair(lambda f, s: f.subject == s.subject, changed)
+    for fi in sorted(free_f):
+        if fork[fi].fingerprint in rec_fork:
+            what = BEHIND, "dropped from the series (`sync` removes it from the fork)"
+        else:
+            what = LOCAL, "only in the fork (local work: `export` saves it)"
+        items.append(Item(*what, fork=fork[fi], number=fi + 1, fork_at=fi))
+    for si in sorted(free_s):
+        if series[si].fingerprint in rec_applied:
+            what = LOCAL, "dropped in the fork (`export` removes it from the series)"
+        elif series[si].fingerprint in rec_series:
+            what = BEHIND, "not applied yet (`sync` applies it)"
+        else:
+            what = (
+                BEHIND,
+                "only in the series (the fork is behind: `sync` brings it in)",
+            )
+        items.append(Item(*what, series=series[si], number=si + 1))
+    items += _order(fork, series, entries if record is not None else None, pairs)
+    items.sort(key=lambda item: (item.number, item.fork is None))
+    pairs.sort()
+    return Standing(items, pairs)
+
+
+def _order(
+    fork: list[PatchInfo],
+    series: list[PatchInfo],
+    record: list[Entry] | None,
+    pairs: list[tuple[int, int]],
+) -> list[Item]:
+    """One item when the patches both sides have are in another order."""
+    by_fork = [si for _, si in sorted(pairs)]
+    if by_fork == sorted(by_fork):
+        return []
+    where = {e.series: i for i, e in enumerate(record or [])}
+    where |= {e.fork: i for i, e in enumerate(record or []) if e.fork}
+
+    def reordered(seq: list[int | None]) -> bool:
+        known = [i for i in seq if i is not None]
+        return known != sorted(known)
+
+    fork_seq = [where.get(fork[fi].fingerprint) for fi, _ in sorted(pairs)]
+    series_seq = [
+        where.get(series[si].fingerprint) for _, si in sorted(pairs, key=lambda p: p[1])
+    ]
+    in_fork, in_series = reordered(fork_seq), reordered(series_seq)
+    if record is not None and in_fork and not in_series:
+        kind, what = LOCAL, "reordered in the fork (`export` saves the order)"
+    elif record is not None and in_series and not in_fork:
+        kind, what = BEHIND, "reordered in the series (`sync` brings the order in)"
+    else:
+        kind, what = BOTH, "in another order in the fork than in the series"
+    return [Item(kind, what, number=len(series) + 1)]
