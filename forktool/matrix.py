@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from forktool.fork import BASE_TAG, git, series_tests_on_base, worktree
+from forktool.pins import REPO
 from forktool.upstream import Result, Runner, Selection
 
 MARK = {"passed": "ok", "failed": "FAIL", "error": "ERR", "skipped": "skip"}
@@ -58,19 +59,14 @@ def _table(columns: dict[str, Result], width: int = 120) -> str:
 def regression_matrix(
     fork: Path, trees: Path, runner: Runner, selection: Selection, author: str
 ) -> bool:
-    """Run the regression selection on base+tests and at every patch."""
-    columns = {
-        "base+tests": runner.run(
-            series_tests_on_base(fork, trees / "base-tests", author),
-            selection.regression,
-            "regression-base+tests",
-        )
-    }
+    """Run the regression selection and checks/ on base+tests and every patch."""
+    base_tests = series_tests_on_base(fork, trees / "base-tests", author)
+    columns = {"base+tests": _regression(runner, base_tests, selection, "base+tests")}
     commits = git(fork, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").stdout.split()
     for number, commit in enumerate(commits, 1):
         name = f"{number:04d}"
         tree = worktree(fork, trees / name, commit)
-        columns[name] = runner.run(tree, selection.regression, f"regression-{name}")
+        columns[name] = _regression(runner, tree, selection, name)
     print(_table(columns))
 
     ok = True
@@ -91,6 +87,23 @@ def regression_matrix(
         print("MATRIX: the regression selection ran nothing at the series' head")
     print(f"regression matrix: {'ok' if ok else 'FAILED'}")
     return ok
+
+
+def _regression(runner: Runner, tree: Path, selection: Selection, name: str) -> Result:
+    """The series' regression tests and this repository's checks, from `tree`.
+
+    The checks run in a pytest of their own, rooted in this repository, so
+    that neither configuration applies to the other's tests.
+    """
+    result = runner.run(tree, selection.regression, f"regression-{name}")
+    if selection.checks:
+        paths = tuple(REPO / path for path in selection.checks)
+        args = (f"--rootdir={REPO}", *map(str, paths))
+        checks = runner.run(tree, args, f"checks-{name}", inputs=paths)
+        result.outcomes.update(checks.outcomes)
+        result.reasons.update(checks.reasons)
+        result.seconds += checks.seconds
+    return result
 
 
 def suite_vs_base(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forktool.fork import git
-from forktool.pins import cache_dir
+from forktool.pins import REPO, cache_dir
 from forktool.venv import python
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -32,6 +32,9 @@ class Selection:
     """Name -> pytest arguments, upstream's own CPU job for the touched code."""
     regression: tuple[str, ...]
     """pytest arguments selecting the tests that pin the series' behaviour."""
+    checks: tuple[str, ...]
+    """This repository's own checks of the fork (paths under it), run from
+    each tree of the regression matrix like the regression selection."""
     fails_on_base: frozenset[str]
     """Regression tests that must fail on the pristine base's code."""
     gpu_only: tuple[str, ...]
@@ -46,6 +49,7 @@ class Selection:
         return cls(
             runs={r["name"]: tuple(r["args"]) for r in data["run"]},
             regression=tuple(data["regression"]["args"]),
+            checks=tuple(data["regression"].get("checks", ())),
             fails_on_base=frozenset(data["regression"]["fails_on_base"]),
             gpu_only=tuple(data["gpu_only"]["args"]),
             excluded={e["test"]: e["reason"] for e in data.get("exclude", [])},
@@ -90,12 +94,16 @@ def test_env(hf_home: Path) -> dict[str, str]:
 
 
 def node_id(tree: Path, classname: str, name: str) -> str:
-    """pytest's node id from JUnit's dotted classname (module, then classes)."""
+    """pytest's node id from JUnit's dotted classname (module, then classes).
+
+    Modules are looked up in the tree, then in this repository (checks/).
+    """
     parts = classname.split(".")
-    for i in range(len(parts), 0, -1):
-        module = "/".join(parts[:i]) + ".py"
-        if (tree / module).exists():
-            return "::".join([module, *parts[i:], name])
+    for root in (tree, REPO):
+        for i in range(len(parts), 0, -1):
+            module = "/".join(parts[:i]) + ".py"
+            if (root / module).exists():
+                return "::".join([module, *parts[i:], name])
     return f"{classname}::{name}"
 
 
@@ -123,12 +131,13 @@ def tree_id(tree: Path) -> str | None:
     return git(tree, "rev-parse", "HEAD^{tree}").stdout.strip()
 
 
-def _digest(fixtures: Path) -> str:
+def _digest(*roots: Path) -> str:
     digest = hashlib.sha256()
-    for path in sorted(fixtures.rglob("*")):
-        if path.is_file():
-            digest.update(str(path.relative_to(fixtures)).encode())
-            digest.update(path.read_bytes())
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(root.parent)).encode())
+                digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
@@ -142,11 +151,20 @@ class Runner:
     excluded: dict[str, str]
     logs: Path
 
-    def run(self, tree: Path, args: tuple[str, ...], label: str) -> Result:
-        """Run pytest with `args` in `tree`, which is what `import vllm` loads."""
+    def run(
+        self,
+        tree: Path,
+        args: tuple[str, ...],
+        label: str,
+        inputs: tuple[Path, ...] = (),
+    ) -> Result:
+        """Run pytest with `args` in `tree`, which is what `import vllm` loads.
+
+        `inputs` are files outside the tree that the run reads (checks/).
+        """
         content = tree_id(tree)
         key = json.dumps(
-            [content, args, self.excluded, _digest(self.fixtures), self.venv.name]
+            [content, args, self.excluded, _digest(self.fixtures, *inputs), self.venv.name]
         )
         cached = (
             cache_dir() / "results" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"

@@ -5,7 +5,8 @@ vllm wins over the venv's editable install (checked, and reported in the
 greeting line). Each input line is `{"id": N, "case": CASE}` (CASE as built
 by fuzz/strategies.py); each output line holds the planner's canonical
 result: the global groups, every worker's KVCacheConfig and the scheduler's,
-all without `needs_kv_cache_zeroing`, which is reported on its own.
+all without the zeroing decision (`needs_kv_cache_zeroing` and the fork's
+resolved copy of it), which is reported on its own.
 
 Self-contained on purpose: it must not import anything from the fuzz
 package's repository, only the tree's vllm, torch and the standard library.
@@ -24,7 +25,8 @@ import traceback
 from fractions import Fraction
 from typing import Any
 
-DECISION = "needs_kv_cache_zeroing"
+# The decision, and where the fork stores it once resolved across workers.
+DECISION = {"needs_kv_cache_zeroing", "resolved_kv_cache_zeroing"}
 
 
 def _import_tree(tree: str) -> None:
@@ -149,7 +151,7 @@ def canon(value: Any) -> Any:
             **{
                 f.name: canon(getattr(value, f.name))
                 for f in dataclasses.fields(value)
-                if f.name != DECISION
+                if f.name not in DECISION
             },
         }
     if isinstance(value, dict):
