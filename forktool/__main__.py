@@ -114,6 +114,10 @@ def cmd_test(pins: Pins, args: argparse.Namespace) -> bool:
             "vLLM pre-commit",
             lambda: precommit.run_precommit(FORK, TREES / "pre-commit"),
         ),
+        (
+            "out-of-tree override patterns",
+            lambda: matrix.override_patterns(FORK, TREES, runner),
+        ),
         ("planner fuzz", lambda: _pytest(venv, "fuzz", "-s")),
         ("planner fuzz catches the base", lambda: _fuzz_catches_base(venv)),
         (

@@ -150,3 +150,36 @@ def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> bool:
     ok = bool(result.outcomes) and set(result.outcomes.values()) == {"skipped"}
     print(f"GPU-only tests collected and skipped: {'ok' if ok else 'FAILED'}")
     return ok
+
+
+OVERRIDES = "checks/test_override_patterns.py"
+
+
+def override_patterns(fork: Path, trees: Path, runner: Runner) -> bool:
+    """The out-of-tree override checks on the pristine base and on the fork.
+
+    Every check must pass on the fork; on the base, the patterns must
+    install and win (what the fork keeps compatible with).
+    """
+    path = REPO / OVERRIDES
+    args = (f"--rootdir={REPO}", str(path))
+    base = worktree(fork, trees / "base", BASE_TAG)
+    results = {
+        "base": runner.run(base, args, "overrides-base", inputs=(path,)),
+        "fork": runner.run(fork, args, "overrides-fork", inputs=(path,)),
+    }
+    tests = sorted({t for r in results.values() for t in r.outcomes})
+    width = max(map(len, (t.partition("::")[2] for t in tests)), default=4)
+    print(f"{'out-of-tree override check'.ljust(width)}  base  fork")
+    for test in tests:
+        cells = [MARK.get(r.outcomes.get(test, ""), "-") for r in results.values()]
+        print(f"{test.partition('::')[2].ljust(width)}  {cells[0]:>4}  {cells[1]:>4}")
+    print("(base: vLLM as released; the resolved decision and the ValueError are new)")
+    installs = [t for t in tests if "installs_and_wins" in t]
+    ok = (
+        bool(installs)
+        and all(results["base"].outcomes.get(t) == "passed" for t in installs)
+        and set(results["fork"].outcomes.values()) == {"passed"}
+    )
+    print(f"override patterns: {'ok' if ok else 'FAILED'}")
+    return ok
