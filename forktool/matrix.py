@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from forktool.fork import BASE_TAG, git, series_tests_on_base, worktree
-from forktool.upstream import Result, Runner, Selection
+from forktool.results import Measured
+from forktool.upstream import Result, Runner, Selection, excerpt
 
 MARK = {"passed": "ok", "failed": "FAIL", "error": "ERR", "skipped": "skip"}
 
@@ -32,13 +33,12 @@ def _table(columns: dict[str, Result]) -> str:
 
 def regression_matrix(
     fork: Path, trees: Path, runner: Runner, selection: Selection, author: str
-) -> bool:
+) -> Measured:
     """Run the regression selection on base+tests and at every patch."""
+    base_tree = series_tests_on_base(fork, trees / "base-tests", author)
     columns = {
         "base+tests": runner.run(
-            series_tests_on_base(fork, trees / "base-tests", author),
-            selection.regression,
-            "regression-base+tests",
+            base_tree, selection.regression, "regression-base+tests"
         )
     }
     commits = git(fork, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").stdout.split()
@@ -47,6 +47,12 @@ def regression_matrix(
         tree = worktree(fork, trees / name, commit)
         columns[name] = runner.run(tree, selection.regression, f"regression-{name}")
     print(_table(columns))
+    details = _matrix_details(columns, selection)
+    if commits:  # the evidence: the same selection on the base and at the head
+        details.excerpts = {
+            "base": excerpt(runner, base_tree, selection.regression),
+            "series": excerpt(runner, tree, selection.regression),
+        }
 
     ok = True
     base = columns.pop("base+tests")
@@ -65,12 +71,32 @@ def regression_matrix(
         ok = False
         print("MATRIX: the regression selection ran nothing at the series' head")
     print(f"regression matrix: {'ok' if ok else 'FAILED'}")
-    return ok
+    details.ok = ok
+    return details
+
+
+def _matrix_details(columns: dict[str, Result], selection: Selection) -> Measured:
+    """Counts per column ("base+tests", "0001", ...) for the results file."""
+    counts = {
+        f"{column} {outcome}": n
+        for column, result in columns.items()
+        for outcome, n in result.counts().items()
+    }
+    data = {
+        "args": list(selection.regression),
+        "fails_on_base": sorted(selection.fails_on_base),
+        "table": _table(columns),
+        "columns": {
+            column: {"outcomes": result.outcomes, "seconds": round(result.seconds, 1)}
+            for column, result in columns.items()
+        },
+    }
+    return Measured(False, counts, {}, data)
 
 
 def suite_vs_base(
     fork: Path, trees: Path, runner: Runner, selection: Selection
-) -> bool:
+) -> Measured:
     """Upstream's CPU selection on the pristine base and on the fork, side by side."""
     base = worktree(fork, trees / "base", BASE_TAG)
     jobs = [
@@ -87,10 +113,16 @@ def suite_vs_base(
                 jobs,
             )
         )
-    ok = True
+    ok, runs = True, {}
     for i, name in enumerate(selection.runs):
         on_base, on_fork = results[2 * i], results[2 * i + 1]
         print(f"{name}: base {on_base.summary()}; fork {on_fork.summary()}")
+        runs[name] = {"args": list(selection.runs[name])}
+        for side, result in (("base", on_base), ("fork", on_fork)):
+            runs[name][side] = {
+                "counts": dict(result.counts()),
+                "summary": result.summary(),
+            }
         lost = set(on_base.with_outcome("passed")) - set(on_fork.with_outcome("passed"))
         failing = on_fork.with_outcome("failed", "error")
         for test in sorted(lost):
@@ -100,10 +132,10 @@ def suite_vs_base(
         if lost or failing or not on_fork.outcomes:
             ok = False
     print(f"upstream selection: {'ok' if ok else 'FAILED'}")
-    return ok
+    return Measured(ok, data={"runs": runs})
 
 
-def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> bool:
+def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> Measured:
     """The GPU-only tests are collected and skip with a reason on this machine."""
     result = runner.run(fork, selection.gpu_only, "gpu-only")
     print(f"GPU-only tests: {result.summary()}")
@@ -111,4 +143,5 @@ def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> bool:
         print(f"  {outcome:8} {test}: {result.reasons.get(test, '')}")
     ok = bool(result.outcomes) and set(result.outcomes.values()) == {"skipped"}
     print(f"GPU-only tests collected and skipped: {'ok' if ok else 'FAILED'}")
-    return ok
+    data = {"args": list(selection.gpu_only), "outcomes": result.outcomes}
+    return Measured(ok, dict(result.counts()), {}, {**data, "reasons": result.reasons})
