@@ -1,5 +1,6 @@
 """python3 -m forktool pr: the upstream pull request kit, in build/pr/.
 
+    title.txt          the PR's title
     description.md     vLLM's .github/PULL_REQUEST_TEMPLATE.md from the fork tree,
                        filled with the prose of pr/description.toml and the
                        numbers of build/results/ (written by `setup` and `test`)
@@ -25,6 +26,7 @@ import tempfile
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
+from email.utils import parseaddr
 from pathlib import Path
 from typing import Any
 
@@ -653,6 +655,7 @@ def write_kit(
     partial.mkdir(parents=True)
     try:
         (partial / "description.md").write_text(description)
+        (partial / "title.txt").write_text(subject + "\n")
         format_series(fork, head, partial / "series", subject, plain_text(description))
         script = partial / "apply-to-vllm.sh"
         script.write_text(apply_script(touched_blobs(fork), version, ref, branch))
@@ -686,6 +689,9 @@ def make_kit(
             "`python3 -m forktool setup` and `python3 -m forktool test` first. "
             "Nothing was written."
         )
+    name, email = parseaddr(signer or "")
+    if signer is not None and not (name and "@" in email):
+        raise ForkToolError(f'--signoff takes "Name <email>", not {signer!r}')
     tree = results.fork_tree(fork)
     found = load_results(store, tree, allow_partial)
     prose = load_prose(prose_file)
@@ -746,7 +752,8 @@ def markdownlint(fork: Path, description: str) -> None:
         "<!-- markdownlint-disable -->", "<!-- markdownlint-disable MD041 -->", 1
     )
     # The checklist after the template's last `---` is upstream's own text.
-    text = text[: text.rfind("\n---\n")] + "\n"
+    if "\n---\n" in text:
+        text = text[: text.rfind("\n---\n")].rstrip() + "\n"
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp, "lint")
         repo.mkdir()

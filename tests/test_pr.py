@@ -186,9 +186,13 @@ def make_kit(fork: Path, store: Path, out: Path, signer=None, partial=False) -> 
 def test_renders_the_kit_from_a_results_set(fork, tmp_path):
     store, out = tmp_path / "results", tmp_path / "kit"
     synthetic_results(store, results.fork_tree(fork))
+    (fork / "REVIEW.md").write_text(
+        "# Review\n\n## Runners assessed\n\nMRV2 read, not run.\n\n## Next\n\nx\n"
+    )
     make_kit(fork, store, out)
 
     text = (out / "description.md").read_text()
+    assert "### Runners assessed\n\nMRV2 read, not run.\n\n### Limitations" in text
     for section in ("## Overview", "## Claims", "## Validation", "## Details"):
         assert text.count(section) == 1
     assert "<!-- Evidence. -->" not in text
@@ -257,6 +261,9 @@ def test_no_fork_names_what_to_run(tmp_path):
 def test_signoff_resigns_the_kit_only(fork, tmp_path):
     store, out = tmp_path / "results", tmp_path / "kit"
     synthetic_results(store, results.fork_tree(fork))
+    with pytest.raises(ForkToolError, match="Name <email>"):
+        make_kit(fork, store, out, signer="jane@example.com")
+    assert not out.exists()
     head = git(fork, "rev-parse", "HEAD").stdout
     make_kit(fork, store, out, signer=SIGNER)
 
