@@ -285,6 +285,11 @@ def gpu_block(gpu: CheckResult | None, prose: dict[str, Any]) -> str:
         tests = ", ".join(f"`{t.split('::', 1)[1]}`" for t in sorted(outcomes))
         if outcomes and set(outcomes.values()) == {"passed"}:
             lines.append(f"Passed ({len(outcomes)}): {tests}.\n")
+        elif not outcomes or set(outcomes.values()) != {"skipped"}:
+            lines.append(
+                f"{counts_text(gpu.counts)} ({tests}); no pass is claimed. "
+                f"Measured by `{gpu.command}` on {gpu.date}.\n"
+            )
         else:
             reasons = sorted({gpu.data["reasons"].get(t, "") for t in outcomes})
             lines.append(
@@ -332,6 +337,12 @@ def validation(
     when = f"on {dates[0]}" if dates else "(no results)"
     if dates and dates[-1] != dates[0]:
         when = f"between {dates[0]} and {dates[-1]}"
+    failing = sorted(r.check for r in measured if not r.ok)
+    verdict = (
+        f"**Checks that failed on this tree: {', '.join(failing)}.**\n"
+        if failing
+        else ""
+    )
     rows, evidence = matrix_rows(found["regression-matrix"])
     gpu = found["gpu-only"]
     gpu_cell = NOT_MEASURED
@@ -366,6 +377,7 @@ def validation(
         "(`CUDA_VISIBLE_DEVICES=''`, `VLLM_TARGET_DEVICE=cpu`, "
         f'`HF_HUB_OFFLINE=1`). "{NOT_MEASURED}" marks a check without a '
         "result for this tree.\n",
+        verdict,
         "\n".join(table) + "\n",
         evidence,
         precommit_block(found["pre-commit"]),

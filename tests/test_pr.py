@@ -318,3 +318,15 @@ def test_apply_script_applies_then_refuses_a_changed_file(fork, tmp_path):
     assert "pkg/core.py (base: " in refused.stderr
     assert "pkg/other.py" not in refused.stderr
     assert state(upstream) == before
+
+
+def test_a_failed_check_is_said_so(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    synthetic_results(store, results.fork_tree(fork))
+    failed = results.read(store, "ci-checkers")
+    failed.ok, failed.counts = False, {"passed": 1, "failed": 1}
+    results.write(store, failed)
+    make_kit(fork, store, out)
+    text = (out / "description.md").read_text()
+    assert "**Checks that failed on this tree: ci-checkers.**" in text
+    assert "| — | 1 passed, 1 failed |" in text
