@@ -525,9 +525,11 @@ def resign(fork: Path, signer: str, neutral: str, trailer: str) -> str:
     return parent
 
 
-def format_series(fork: Path, head: str, out: Path, subject: str, body: str) -> None:
+def format_series(
+    fork: Path, head: str, out: Path, subject: str, body: str, sender: str
+) -> None:
     """`git format-patch --cover-letter base..head` into `out`, the cover
-    letter's subject and blurb filled in."""
+    letter from `sender`, its subject and blurb filled in."""
     git(
         fork,
         "format-patch",
@@ -537,7 +539,7 @@ def format_series(fork: Path, head: str, out: Path, subject: str, body: str) -> 
         "-o",
         str(out),
         f"{BASE_TAG}..{head}",
-        env=_ISOLATED,
+        env={**_ISOLATED, **identity(sender)},
     )
     cover = out / "0000-cover-letter.patch"
     text = cover.read_text()
@@ -658,6 +660,7 @@ def write_kit(
     subject: str,
     version: str,
     head: str,
+    sender: str,
     ref: str,
     branch: str,
 ) -> None:
@@ -668,7 +671,8 @@ def write_kit(
     try:
         (partial / "description.md").write_text(description)
         (partial / "title.txt").write_text(subject + "\n")
-        format_series(fork, head, partial / "series", subject, plain_text(description))
+        series = partial / "series"
+        format_series(fork, head, series, subject, plain_text(description), sender)
         script = partial / "apply-to-vllm.sh"
         script.write_text(apply_script(touched_blobs(fork), version, ref, branch))
         script.chmod(0o755)
@@ -727,6 +731,7 @@ def make_kit(
         prose["title"],
         version,
         head,
+        signer or neutral,
         f"v{version}",
         prose["branch"],
     )

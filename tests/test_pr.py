@@ -269,6 +269,8 @@ def test_signoff_resigns_the_kit_only(fork, tmp_path):
 
     assert git(fork, "rev-parse", "HEAD").stdout == head
     assert "Sign-off still to do" not in (out / "description.md").read_text()
+    cover = (out / "series" / "0000-cover-letter.patch").read_text()
+    assert f"From: {SIGNER}" in cover
     for patch in sorted((out / "series").glob("000[12]-*.patch")):
         text = patch.read_text()
         assert f"From: {SIGNER}" in text
