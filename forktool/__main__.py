@@ -81,9 +81,11 @@ def _prepare(pins: Pins) -> Path:
 
 
 def cmd_setup(pins: Pins, args: argparse.Namespace) -> bool:
+    start = time.monotonic()
     venv = _prepare(pins)
+    prepared = time.monotonic() - start
     check = ("regression matrix", "regression-matrix", lambda: _matrix(pins, venv))
-    return _run_checks(pins, [check], "python3 -m forktool setup", 0.0)
+    return _run_checks(pins, [check], "python3 -m forktool setup", prepared)
 
 
 def cmd_test(pins: Pins, args: argparse.Namespace) -> bool:
@@ -159,8 +161,7 @@ def _run_checks(
         results.write(RESULTS, result)
         written.append((title, result))
     print(f"\n=== summary (results in {RESULTS}) ===")
-    if prepared:
-        print(f"{'':4}  {prepared:6.0f} s  prepare (sync, install, vllm --version)")
+    print(f"{'':4}  {prepared:6.0f} s  prepare (sync, install, vllm --version)")
     for title, result in written:
         print(f"{'PASS' if result.ok else 'FAIL'}  {result.seconds:6.0f} s  {title}")
     return all(result.ok for _, result in written)
