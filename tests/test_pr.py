@@ -332,3 +332,19 @@ def test_a_failed_check_is_said_so(fork, tmp_path):
     text = (out / "description.md").read_text()
     assert "**Checks that failed on this tree: ci-checkers.**" in text
     assert "| — | 1 passed, 1 failed |" in text
+
+
+def test_renders_a_bench_result_when_there_is_one(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    tree = results.fork_tree(fork)
+    synthetic_results(store, tree)
+    bench = CheckResult(
+        "bench", True, tree, "0.1", "python3 -m forktool bench",
+        data={"markdown": "| Stage | ms |\n| --- | --- |\n| zeroing | 0.25 |"},
+        excerpts={"bench output": "$ python bench.py\nzeroing 0.25 ms"},
+    )  # fmt: skip
+    results.write(store, bench)
+    make_kit(fork, store, out)
+    text = (out / "description.md").read_text()
+    assert "| zeroing | 0.25 |" in text and "zeroing 0.25 ms" in text
+    assert "Benchmark: not measured" not in text
