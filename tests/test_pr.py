@@ -339,10 +339,14 @@ def test_renders_a_bench_result_when_there_is_one(fork, tmp_path):
     tree = results.fork_tree(fork)
     synthetic_results(store, tree)
     bench = CheckResult(
-        "bench", True, tree, "0.1", "python3 -m forktool bench",
+        "bench",
+        True,
+        tree,
+        "0.1",
+        "python3 -m forktool bench",
         data={"markdown": "| Stage | ms |\n| --- | --- |\n| zeroing | 0.25 |"},
         excerpts={"bench output": "$ python bench.py\nzeroing 0.25 ms"},
-    )  # fmt: skip
+    )
     results.write(store, bench)
     make_kit(fork, store, out)
     text = (out / "description.md").read_text()
