@@ -260,20 +260,31 @@ def precommit_block(hooks: CheckResult | None) -> str:
     if hooks is None:
         return f"### Pre-commit\n\n{NOT_MEASURED}.\n"
     rows = ["| Hook | Result |", "| --- | --- |"]
+    cannot_run = []
     for hook, status, detail in hooks.data["hooks"]:
         why = f": {detail}" if status == "SKIPPED" and detail else ""
         rows.append(f"| `{hook}` | {HOOK_STATUS.get(status, status)}{why} |")
+        if status == "SKIPPED" and detail != "no files to check":
+            cannot_run.append(f"`{hook}`")
+    counts = ", ".join(
+        f"{hooks.counts[s]} {word}"
+        for s, word in HOOK_STATUS.items()
+        if hooks.counts.get(s)
+    )
     messages = hooks.data["messages"]
     bad = [m for m in messages if m[2] == "FAIL"]
-    text = (
-        f"### Pre-commit\n\n{hooks.data['version']}, vLLM's "
-        "`.pre-commit-config.yaml` with each hook installed at the pinned version, "
-        f"on the {len(hooks.data['files'])} files the series adds or modifies:\n\n"
-        + "\n".join(rows)
-        + f"\n\ncommit-msg hooks on the {len({m[0] for m in messages})} patch "
-        f"messages: {len(messages) - len(bad)} passed, {len(bad)} failed.\n"
+    return (
+        f"### Pre-commit\n\n{hooks.data['version']} with vLLM's "
+        "`.pre-commit-config.yaml`, each hook installed at the version it pins, on "
+        f"the {len(hooks.data['files'])} files the series adds or modifies: "
+        f"{counts or 'no hooks'}. Skipped because they cannot run on this machine "
+        f"(the reasons are in the table): {', '.join(cannot_run) or 'none'}; the "
+        "other skipped hooks had no files to check. The commit-msg hooks on the "
+        f"{len({m[0] for m in messages})} patch messages: "
+        f"{len(messages) - len(bad)} passed, {len(bad)} failed.\n\n"
+        + collapsed("Each hook", "\n".join(rows))
+        + "\n"
     )
-    return text
 
 
 def gpu_block(gpu: CheckResult | None, prose: dict[str, Any]) -> str:
