@@ -20,7 +20,6 @@ from concurrent.futures import Future
 
 import pytest
 import torch
-
 from vllm import SamplingParams
 from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput

@@ -19,7 +19,6 @@ from collections.abc import Callable
 
 import pytest
 import torch
-
 from tests.v1.core.utils import get_kv_cache_configs, new_kv_cache_spec
 from vllm.config import ModelConfig, VllmConfig
 from vllm.v1.core.kv_cache_utils import generate_scheduler_kv_cache_config

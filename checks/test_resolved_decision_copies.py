@@ -11,7 +11,6 @@ import pickle
 from dataclasses import replace
 
 import torch
-
 from tests.v1.core.utils import new_kv_cache_spec
 from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec, KVQuantMode
 

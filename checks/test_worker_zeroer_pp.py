@@ -18,7 +18,6 @@ from unittest.mock import MagicMock
 import numpy as np
 import pytest
 import torch
-
 import vllm.v1.worker.gpu_worker as gpu_worker
 from tests.v1.core.utils import get_kv_cache_configs, new_kv_cache_spec
 from vllm.config import CacheConfig, ModelConfig, VllmConfig

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from forktool import ci_impact, fork, hfcache, matrix, precommit
+from forktool import ci_impact, fork, hfcache, matrix, pr, precommit, results
 from forktool.errors import ForkToolError
 from forktool.pins import REPO, Pins, fetch
-from forktool.upstream import Runner, Selection, test_env
+from forktool.results import Measured
+from forktool.upstream import Runner, Selection, parse_junit, test_env
 from forktool.venv import (
     COMPLETE,
     ensure_venv,
@@ -32,6 +36,7 @@ TREES = BUILD / "trees"
 PATCHES = REPO / "patches"
 FIXTURES = REPO / "fixtures" / "hf"
 SELECTION = REPO / "upstream-tests.toml"
+RESULTS = BUILD / "results"
 
 
 def cmd_sync(pins: Pins, args: argparse.Namespace) -> None:
@@ -89,78 +94,166 @@ def _prepare(pins: Pins) -> Path:
 
 
 def cmd_setup(pins: Pins, args: argparse.Namespace) -> bool:
-    return _matrix(pins, _prepare(pins))
+    start = time.monotonic()
+    venv = _prepare(pins)
+    prepared = time.monotonic() - start
+    check = ("regression matrix", "regression-matrix", lambda: _matrix(pins, venv))
+    return _run_checks(pins, [check], "python3 -m forktool setup", prepared)
 
 
 def cmd_test(pins: Pins, args: argparse.Namespace) -> bool:
+    start = time.monotonic()
     venv = _prepare(pins)
+    prepared = time.monotonic() - start
     runner = _runner(venv)
     selection = Selection.load(SELECTION)
-    checks: list[tuple[str, Callable[[], bool]]] = [
-        ("tool tests", lambda: _pytest(venv, "tests")),
+    checks: list[tuple[str, str, Callable[[], Measured]]] = [
+        ("tool tests", "tool-tests", lambda: _pytest(venv, "tests")),
         (
             "regression matrix",
+            "regression-matrix",
             lambda: matrix.regression_matrix(
                 FORK, TREES, runner, selection, pins.author
             ),
         ),
         (
             "GPU-only tests collected, skipped here",
+            "gpu-only",
             lambda: matrix.gpu_only_skipped(FORK, runner, selection),
         ),
-        ("vLLM CI checkers", lambda: ci_impact.run_checkers(FORK, python(venv))),
-        ("CI impact report", lambda: _ci_impact(venv)),
+        (
+            "vLLM CI checkers",
+            "ci-checkers",
+            lambda: ci_impact.run_checkers(FORK, python(venv)),
+        ),
+        ("CI impact report", "ci-impact", lambda: _ci_impact(venv)),
         (
             "vLLM pre-commit",
+            "pre-commit",
             lambda: precommit.run_precommit(FORK, TREES / "pre-commit"),
         ),
         (
             "out-of-tree override patterns",
+            "overrides",
             lambda: matrix.override_patterns(FORK, TREES, runner),
         ),
-        ("planner fuzz", lambda: _pytest(venv, "fuzz", "-s")),
-        ("planner fuzz catches the base", lambda: _fuzz_catches_base(venv)),
+        ("planner fuzz", "planner-fuzz", lambda: _pytest(venv, "fuzz", "-s")),
+        (
+            "planner fuzz catches the base",
+            "fuzz-catches-base",
+            lambda: _fuzz_catches_base(venv),
+        ),
         (
             "upstream selection, fork vs base",
+            "upstream-selection",
             lambda: matrix.suite_vs_base(FORK, TREES, runner, selection),
         ),
     ]
-    results = {}
-    for name, check in checks:
-        print(f"\n=== {name} ===", flush=True)
-        results[name] = check()
-    print("\n=== summary ===")
-    for name, ok in results.items():
-        print(f"{'PASS' if ok else 'FAIL'}  {name}")
-    return all(results.values())
+    return _run_checks(pins, checks, "python3 -m forktool test", prepared)
 
 
-def _matrix(pins: Pins, venv: Path) -> bool:
+def _run_checks(
+    pins: Pins,
+    checks: list[tuple[str, str, Callable[[], Measured]]],
+    command: str,
+    prepared: float,
+) -> bool:
+    """Run each check, write its result to build/results/, print a summary."""
+    tree = results.fork_tree(FORK)
+    written = []
+    for title, name, check in checks:
+        print(f"\n=== {title} ===", flush=True)
+        start = time.monotonic()
+        found = check()
+        result = results.CheckResult(
+            name,
+            found.ok,
+            tree,
+            pins.version,
+            command,
+            seconds=round(time.monotonic() - start, 1),
+            counts=found.counts,
+            excerpts=found.excerpts,
+            data=found.data,
+        )
+        results.write(RESULTS, result)
+        written.append((title, result))
+    print(f"\n=== summary (results in {RESULTS}) ===")
+    print(f"{'':4}  {prepared:6.0f} s  prepare (sync, install, vllm --version)")
+    for title, result in written:
+        print(f"{'PASS' if result.ok else 'FAIL'}  {result.seconds:6.0f} s  {title}")
+    return all(result.ok for _, result in written)
+
+
+def _matrix(pins: Pins, venv: Path) -> Measured:
     selection = Selection.load(SELECTION)
     return matrix.regression_matrix(FORK, TREES, _runner(venv), selection, pins.author)
 
 
-def _pytest(venv: Path, *args: str) -> bool:
+def _tee(cmd: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run `cmd` in this repository, printing its output as it comes; return
+    its exit status and output."""
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    assert proc.stdout is not None
+    lines = []
+    for raw in proc.stdout:
+        line = raw.decode(errors="replace")
+        print(line, end="", flush=True)
+        lines.append(line)
+    return proc.wait(), "".join(lines)
+
+
+def _pytest(venv: Path, *args: str) -> Measured:
     """This repository's own tests, in the fork's venv (pytest, vLLM for fuzz)."""
-    cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
-    env = test_env(BUILD / "hf-home")
-    return subprocess.run(cmd, cwd=REPO, env=env).returncode == 0
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp, "junit.xml")
+        cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+        code, output = _tee([*cmd, f"--junitxml={junit}"], test_env(BUILD / "hf-home"))
+        counts = parse_junit(REPO, junit).counts() if junit.exists() else {}
+    shown = shlex.join(["python", *cmd[1:]])
+    tail = "\n".join(output.strip().splitlines()[-15:])
+    return Measured(code == 0, dict(counts), {"output": f"$ {shown}\n{tail}"})
 
 
-def _fuzz_catches_base(venv: Path) -> bool:
+def _fuzz_catches_base(venv: Path) -> Measured:
     """The fuzz's invariants, with the pristine base as the candidate, must fail."""
     cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", "fuzz", "-s"]
     env = {**test_env(BUILD / "hf-home"), "FUZZ_AGAINST": "base"}
     run = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     shrunk = [line for line in run.stdout.splitlines() if "_violated" in line]
     print("\n".join(shrunk) or run.stdout[-3000:])
-    return run.returncode != 0 and any("agree" in line for line in shrunk)
+    ok = run.returncode != 0 and any("agree" in line for line in shrunk)
+    shown = shlex.join(["FUZZ_AGAINST=base", "python", *cmd[1:]])
+    output = "\n".join(shrunk) or run.stdout[-3000:]
+    return Measured(ok, {"violations": len(shrunk)}, {"base": f"$ {shown}\n{output}"})
 
 
-def _ci_impact(venv: Path) -> bool:
+def _ci_impact(venv: Path) -> Measured:
     """The report reads Buildkite YAML, so it runs in the venv (PyYAML)."""
     cmd = [python(venv), "-m", "forktool.ci_impact", "--fork", str(FORK)]
-    return subprocess.run(cmd, cwd=REPO).returncode == 0
+    run = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    print(run.stdout + run.stderr, end="")
+    shown = "python -m forktool.ci_impact --fork build/vllm"
+    return Measured(run.returncode == 0, data={"report": run.stdout, "command": shown})
+
+
+def cmd_pr(pins: Pins, args: argparse.Namespace) -> None:
+    print(
+        pr.make_kit(
+            FORK,
+            RESULTS,
+            BUILD / "pr",
+            REPO / "pr" / "description.toml",
+            REPO / "REVIEW.md",
+            pins.version,
+            pins.author,
+            args.signoff,
+            args.allow_partial,
+            pr.markdownlint,
+        )
+    )
 
 
 COMMANDS = {
@@ -240,6 +333,15 @@ COMMANDS = {
         "builds again what it needs. It refuses to list or remove what this "
         "clone's pins use. Writes: nothing without --remove.",
     ),
+    "pr": (
+        "write build/pr/: PR description, series, apply-to-vllm.sh",
+        "Render the upstream PR kit from the results `setup` and `test` wrote to "
+        "build/results/: description.md (vLLM's PR template, checked with vLLM's "
+        "markdownlint settings), series/ (format-patch with a cover letter) and "
+        "apply-to-vllm.sh. It refuses, writing nothing, when a result is missing "
+        "or was measured on another tree than the fork's HEAD, and names the "
+        "command that refreshes it. Writes: build/pr/ only; never patches/.",
+    ),
 }
 
 
@@ -296,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         "env": cmd_env,
         "run": cmd_run,
         "cache": cmd_cache,
+        "pr": cmd_pr,
     }
     commands = {}
     for name, (text, description) in COMMANDS.items():
@@ -314,6 +417,19 @@ def main(argv: list[str] | None = None) -> int:
     commands["cache"].add_argument(
         "--remove", action="store_true", help="delete what is listed"
     )
+    kit = commands["pr"]
+    kit.add_argument(
+        "--signoff",
+        metavar='"NAME <EMAIL>"',
+        help="re-sign the kit's series (never patches/) for this submitter, "
+        "with the AI-attribution trailer",
+    )
+    kit.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help='render without missing or stale results, marked "not measured"',
+    )
+    kit.set_defaults(run=cmd_pr)
     args = parser.parse_args(argv)
     try:
         ok = args.run(Pins.load(), args)

@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 
 from forktool.errors import ForkToolError
 from forktool.fork import BASE_TAG, git
+from forktool.results import Measured
 
 DEFAULT_TEST = (
     "tests/distributed/test_pipeline_parallel.py::test_pp_mixed_precision_kv_cache"
@@ -387,20 +388,25 @@ def report(fork: Path, base: str, head: str, test: str, python: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_checkers(fork: Path, python: str) -> bool:
+def run_checkers(fork: Path, python: str) -> Measured:
     """Run vLLM's two CI checkers from the fork root (check_buildkite_step_keys
     reads `.buildkite` from the cwd); print their output and a PASS/FAIL line
-    each. True iff both pass."""
-    ok = True
+    each. Passes iff both pass; the excerpts are their commands and output."""
+    found = Measured(True, {"passed": 0, "failed": 0})
     for args in ([TETHERING, "--all"], [STEP_KEYS]):
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         run = subprocess.run(
             [python, *args], cwd=fork, env=env, capture_output=True, text=True
         )
-        print((run.stdout + run.stderr).rstrip() or "(no output)")
+        output = (run.stdout + run.stderr).rstrip() or "(no output)"
+        print(output)
         print(f"{'PASS' if run.returncode == 0 else 'FAIL'}  {' '.join(args)}")
-        ok &= run.returncode == 0
-    return ok
+        found.ok &= run.returncode == 0
+        found.counts["passed" if run.returncode == 0 else "failed"] += 1
+        found.excerpts[Path(args[0]).stem] = (
+            f"$ python {' '.join(args)}\n{output[-4000:]}\n(exit {run.returncode})"
+        )
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

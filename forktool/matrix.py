@@ -16,7 +16,8 @@ from pathlib import Path
 
 from forktool.fork import BASE_TAG, git, series_tests_on_base, worktree
 from forktool.pins import REPO
-from forktool.upstream import Result, Runner, Selection
+from forktool.results import Measured
+from forktool.upstream import Result, Runner, Selection, excerpt
 
 MARK = {"passed": "ok", "failed": "FAIL", "error": "ERR", "skipped": "skip"}
 
@@ -58,16 +59,22 @@ def _table(columns: dict[str, Result], width: int = 120) -> str:
 
 def regression_matrix(
     fork: Path, trees: Path, runner: Runner, selection: Selection, author: str
-) -> bool:
+) -> Measured:
     """Run the regression selection and checks/ on base+tests and every patch."""
-    base_tests = series_tests_on_base(fork, trees / "base-tests", author)
-    columns = {"base+tests": _regression(runner, base_tests, selection, "base+tests")}
+    base_tree = series_tests_on_base(fork, trees / "base-tests", author)
+    columns = {"base+tests": _regression(runner, base_tree, selection, "base+tests")}
     commits = git(fork, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").stdout.split()
     for number, commit in enumerate(commits, 1):
         name = f"{number:04d}"
         tree = worktree(fork, trees / name, commit)
         columns[name] = _regression(runner, tree, selection, name)
     print(_table(columns))
+    details = _matrix_details(columns, selection)
+    if commits:  # the evidence: the same selection on the base and at the head
+        details.excerpts = {
+            "base": excerpt(runner, base_tree, selection.regression),
+            "series": excerpt(runner, tree, selection.regression),
+        }
 
     ok = True
     base = columns.pop("base+tests")
@@ -86,7 +93,27 @@ def regression_matrix(
         ok = False
         print("MATRIX: the regression selection ran nothing at the series' head")
     print(f"regression matrix: {'ok' if ok else 'FAILED'}")
-    return ok
+    details.ok = ok
+    return details
+
+
+def _matrix_details(columns: dict[str, Result], selection: Selection) -> Measured:
+    """Counts per column ("base+tests", "0001", ...) for the results file."""
+    counts = {
+        f"{column} {outcome}": n
+        for column, result in columns.items()
+        for outcome, n in result.counts().items()
+    }
+    data = {
+        "args": list(selection.regression),
+        "fails_on_base": sorted(selection.fails_on_base),
+        "table": _table(columns),
+        "columns": {
+            column: {"outcomes": result.outcomes, "seconds": round(result.seconds, 1)}
+            for column, result in columns.items()
+        },
+    }
+    return Measured(False, counts, {}, data)
 
 
 def _regression(runner: Runner, tree: Path, selection: Selection, name: str) -> Result:
@@ -108,7 +135,7 @@ def _regression(runner: Runner, tree: Path, selection: Selection, name: str) -> 
 
 def suite_vs_base(
     fork: Path, trees: Path, runner: Runner, selection: Selection
-) -> bool:
+) -> Measured:
     """Upstream's CPU selection on the pristine base and on the fork, side by side."""
     base = worktree(fork, trees / "base", BASE_TAG)
     jobs = [
@@ -125,10 +152,16 @@ def suite_vs_base(
                 jobs,
             )
         )
-    ok = True
+    ok, runs = True, {}
     for i, name in enumerate(selection.runs):
         on_base, on_fork = results[2 * i], results[2 * i + 1]
         print(f"{name}: base {on_base.summary()}; fork {on_fork.summary()}")
+        runs[name] = {"args": list(selection.runs[name])}
+        for side, result in (("base", on_base), ("fork", on_fork)):
+            runs[name][side] = {
+                "counts": dict(result.counts()),
+                "summary": result.summary(),
+            }
         lost = set(on_base.with_outcome("passed")) - set(on_fork.with_outcome("passed"))
         failing = on_fork.with_outcome("failed", "error")
         for test in sorted(lost):
@@ -138,10 +171,10 @@ def suite_vs_base(
         if lost or failing or not on_fork.outcomes:
             ok = False
     print(f"upstream selection: {'ok' if ok else 'FAILED'}")
-    return ok
+    return Measured(ok, data={"runs": runs})
 
 
-def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> bool:
+def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> Measured:
     """The GPU-only tests are collected and skip with a reason on this machine."""
     result = runner.run(fork, selection.gpu_only, "gpu-only")
     print(f"GPU-only tests: {result.summary()}")
@@ -149,13 +182,12 @@ def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> bool:
         print(f"  {outcome:8} {test}: {result.reasons.get(test, '')}")
     ok = bool(result.outcomes) and set(result.outcomes.values()) == {"skipped"}
     print(f"GPU-only tests collected and skipped: {'ok' if ok else 'FAILED'}")
-    return ok
 
 
 OVERRIDES = "checks/test_override_patterns.py"
 
 
-def override_patterns(fork: Path, trees: Path, runner: Runner) -> bool:
+def override_patterns(fork: Path, trees: Path, runner: Runner) -> Measured:
     """The out-of-tree override checks on the pristine base and on the fork.
 
     Every check must pass on the fork; on the base, the patterns must
@@ -170,11 +202,13 @@ def override_patterns(fork: Path, trees: Path, runner: Runner) -> bool:
     }
     tests = sorted({t for r in results.values() for t in r.outcomes})
     width = max(map(len, (t.partition("::")[2] for t in tests)), default=4)
-    print(f"{'out-of-tree override check'.ljust(width)}  base  fork")
+    lines = [f"{'out-of-tree override check'.ljust(width)}  base  fork"]
     for test in tests:
         cells = [MARK.get(r.outcomes.get(test, ""), "-") for r in results.values()]
-        print(f"{test.partition('::')[2].ljust(width)}  {cells[0]:>4}  {cells[1]:>4}")
-    print("(base: vLLM as released; the resolved decision and the ValueError are new)")
+        name = test.partition("::")[2]
+        lines.append(f"{name.ljust(width)}  {cells[0]:>4}  {cells[1]:>4}")
+    lines.append("(base: vLLM as released; it has no resolved decision to keep)")
+    print("\n".join(lines))
     installs = [t for t in tests if "installs_and_wins" in t]
     ok = (
         bool(installs)
@@ -182,4 +216,7 @@ def override_patterns(fork: Path, trees: Path, runner: Runner) -> bool:
         and set(results["fork"].outcomes.values()) == {"passed"}
     )
     print(f"override patterns: {'ok' if ok else 'FAILED'}")
-    return ok
+    data = {name: r.outcomes for name, r in results.items()}
+    return Measured(
+        ok, dict(results["fork"].counts()), {}, {"table": "\n".join(lines), **data}
+    )

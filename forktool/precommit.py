@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 from forktool.errors import ForkToolError
 from forktool.fork import BASE_TAG, git, worktree
 from forktool.pins import cache_dir
+from forktool.results import Measured
 
 CONFIG = ".pre-commit-config.yaml"
 LOCAL_REPOS = ("local", "meta")
@@ -516,10 +518,10 @@ def _print(outcome: Outcome, patch: str = "") -> None:
         print("\n".join(f"           | {line}" for line in outcome.detail.splitlines()))
 
 
-def run_precommit(fork: Path, worktree_path: Path) -> bool:
+def run_precommit(fork: Path, worktree_path: Path) -> Measured:
     """Run vLLM's pre-commit offline on the series; print a report per hook.
 
-    True iff every hook passed or was skipped for a stated reason, and every
+    Passes iff every hook passed or was skipped for a stated reason, and every
     patch's message passed the commit-msg hooks.
     """
     start = time.monotonic()
@@ -557,7 +559,15 @@ def run_precommit(fork: Path, worktree_path: Path) -> bool:
     print("commit-msg hooks on each patch's message:")
     for patch, outcome in messages:
         _print(outcome, f"  {patch}")
-    outcomes += [outcome for _, outcome in messages]
-    ok = all(outcome.status != "FAIL" for outcome in outcomes)
+    ok = all(o.status != "FAIL" for o in [*outcomes, *(o for _, o in messages)])
     print(f"pre-commit: {'ok' if ok else 'FAILED'} ({time.monotonic() - start:.0f} s)")
-    return ok
+    return Measured(
+        ok,
+        dict(Counter(o.status for o in outcomes)),
+        data={
+            "version": version,
+            "files": files,
+            "hooks": [[o.hook, o.status, o.detail] for o in outcomes],
+            "messages": [[patch, o.hook, o.status, o.detail] for patch, o in messages],
+        },
+    )

@@ -36,6 +36,23 @@ class CheckResult:
     """Check-specific, machine-readable details (tables, per-test outcomes)."""
 
 
+@dataclass
+class Measured:
+    """What a check found: its verdict and what its results file records.
+
+    Truthy iff the check passed, so callers that only want the verdict keep
+    using it as a bool.
+    """
+
+    ok: bool
+    counts: dict[str, int] = field(default_factory=dict)
+    excerpts: dict[str, str] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
 def fork_tree(fork: Path) -> str:
     return git(fork, "rev-parse", "HEAD^{tree}").stdout.strip()
 
@@ -58,3 +75,15 @@ def read(store: Path, check: str) -> CheckResult | None:
         return CheckResult(**json.loads(path.read_text()))
     except (ValueError, TypeError) as e:
         raise ForkToolError(f"{path} is not a results file: {e}") from e
+
+
+def problem(result: CheckResult | None, check: str, tree: str, refresh: str) -> str:
+    """Why `result` cannot stand for the fork at `tree`, or "" when it can."""
+    if result is None:
+        return f"{check}: no result; run `{refresh}`"
+    if result.tree != tree:
+        return (
+            f"{check}: stale, measured on tree {result.tree[:12]} on {result.date}, "
+            f"the fork is now at tree {tree[:12]}; run `{result.command}`"
+        )
+    return ""

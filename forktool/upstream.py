@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import subprocess
 import tempfile
 import time
@@ -164,7 +165,13 @@ class Runner:
         """
         content = tree_id(tree)
         key = json.dumps(
-            [content, args, self.excluded, _digest(self.fixtures, *inputs), self.venv.name]
+            [
+                content,
+                args,
+                self.excluded,
+                _digest(self.fixtures, *inputs),
+                self.venv.name,
+            ]
         )
         cached = (
             cache_dir() / "results" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
@@ -199,3 +206,20 @@ class Runner:
             data = {k: getattr(result, k) for k in ("outcomes", "reasons", "seconds")}
             cached.write_text(json.dumps(data))
         return result
+
+
+def excerpt(
+    runner: Runner, tree: Path, args: tuple[str, ...], limit: int = 12000
+) -> str:
+    """A fresh pytest run of `args` in `tree` with short tracebacks, as evidence
+    for a reader: the command (as run from the tree's root) and its output,
+    cut to its last `limit` characters."""
+    deselect = [f"--deselect={test}" for test in runner.excluded]
+    pytest = ["python", "-m", "pytest", "-q", "-rfE", "--tb=short", *deselect, *args]
+    cmd = [python(runner.venv), *pytest[1:], "-p", "no:cacheprovider"]
+    run = subprocess.run(
+        cmd, cwd=tree, env=test_env(runner.hf_home), capture_output=True, text=True
+    )
+    shown = "HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES='' VLLM_TARGET_DEVICE=cpu "
+    output = (run.stdout + run.stderr).strip()
+    return f"$ {shown}{shlex.join(pytest)}\n{output[-limit:]}"

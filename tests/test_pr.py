@@ -1,0 +1,354 @@
+"""`forktool pr` against a synthetic fork and results set: no vLLM, no network."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from forktool import pr, results
+from forktool.errors import ForkToolError
+from forktool.fork import git, identity
+from forktool.results import CheckResult
+
+REPO = Path(__file__).resolve().parents[1]
+NEUTRAL = "Test Project <test-project@noreply.invalid>"
+SIGNER = "Jane Doe <jane@example.com>"
+# Shaped like vLLM's template: headings, placeholder comments, a checklist.
+TEMPLATE = """<!-- markdownlint-disable -->
+
+## Overview
+
+<!-- Summary. -->
+
+## Claims
+
+<!-- Bullets. -->
+
+## Validation
+
+<!-- Evidence. -->
+
+## Details
+
+<!-- Why. -->
+
+---
+
+<details>
+<summary> Checklist </summary>
+
+- [ ] I ran the checklist skill.
+- [ ] AI assistance was used during the creation of this PR.
+</details>
+"""
+BASE_FILES = {
+    "pkg/core.py": "ZERO = False\n",
+    "pkg/other.py": "X = 1\n",
+    "README": "mini\n",
+    ".github/PULL_REQUEST_TEMPLATE.md": TEMPLATE,
+}
+
+
+def commit(repo: Path, files: dict[str, str], message: str, tag: str = "") -> None:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message, env=identity(NEUTRAL))
+    if tag:
+        git(repo, "tag", tag)
+
+
+def new_repo(path: Path) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "--initial-branch=main")
+    return path
+
+
+@pytest.fixture
+def fork(tmp_path) -> Path:
+    """Base (tagged `base`) plus two patches, one editing and one adding a file."""
+    repo = new_repo(tmp_path / "fork")
+    commit(repo, BASE_FILES, "mini 0.1", tag="base")
+    sign = f"\n\nSigned-off-by: {NEUTRAL}\n"
+    commit(repo, {"pkg/core.py": "ZERO = True\n"}, "[Core] Keep zeroing" + sign)
+    commit(repo, {"tests/test_core.py": "def test(): pass\n"}, "[Test] Pin it" + sign)
+    return repo
+
+
+def synthetic_results(store: Path, tree: str) -> None:
+    """One result per required check, shaped as `test` writes them."""
+    base_cmd = "$ python -m pytest -q -rfE --tb=short tests -k zero"
+    columns = {
+        "base+tests": {
+            "outcomes": {"t::a": "failed", "t::b": "failed", "t::c": "passed"}
+        },
+        "0001": {"outcomes": {"t::a": "passed", "t::b": "passed", "t::c": "passed"}},
+        "0002": {"outcomes": {"t::a": "passed", "t::b": "passed", "t::c": "passed"}},
+    }
+    made = {
+        "regression-matrix": (
+            {"base+tests failed": 2},
+            {
+                "base": f"{base_cmd}\nE   assert False is True\nFAILED t::a - "
+                "assert False is True\nFAILED t::b - boom\n2 failed, 1 passed in 3.1s",
+                "series": f"{base_cmd}\n3 passed in 2.9s",
+            },
+            {"columns": columns, "table": "t::a  FAIL  ok  ok", "args": ["tests"]},
+        ),
+        "gpu-only": (
+            {"skipped": 2},
+            {},
+            {
+                "args": ["tests/d/test_pp.py", "-k", "test_pp_mixed"],
+                "outcomes": {
+                    "tests/d/test_pp.py::test_pp_mixed[a]": "skipped",
+                    "tests/d/test_pp.py::test_pp_mixed[b]": "skipped",
+                },
+                "reasons": {"tests/d/test_pp.py::test_pp_mixed[a]": "Need 2 GPUs"},
+            },
+        ),
+        "upstream-selection": (
+            {},
+            {},
+            {
+                "runs": {
+                    "v1-core": {
+                        "args": ["-m", "cpu_test", "tests/v1/core"],
+                        "base": {"counts": {"passed": 1200, "skipped": 7}},
+                        "fork": {"counts": {"passed": 1203, "skipped": 7}},
+                    }
+                }
+            },
+        ),
+        "pre-commit": (
+            {"PASS": 2, "SKIPPED": 1},
+            {},
+            {
+                "version": "pre-commit 9.9.9",
+                "files": ["pkg/core.py", "tests/test_core.py"],
+                "hooks": [
+                    ["ruff-check", "PASS", ""],
+                    ["typos", "PASS", ""],
+                    ["actionlint", "SKIPPED", "no wheel has it"],
+                ],
+                "messages": [
+                    ["0001 x", "signoff", "PASS", ""],
+                    ["0002 y", "signoff", "PASS", ""],
+                ],
+            },
+        ),
+        "ci-checkers": ({"passed": 2, "failed": 0}, {}, {}),
+        "ci-impact": (
+            {},
+            {},
+            {"report": "### CI impact\n\n| A | B |\n|---|---|\n| 1 | 2 |\n"},
+        ),
+        "planner-fuzz": ({"passed": 4}, {}, {}),
+        "fuzz-catches-base": ({"violations": 3}, {}, {}),
+    }
+    assert set(made) == set(pr.REQUIRED)
+    for check, (counts, excerpts, data) in made.items():
+        results.write(
+            store,
+            CheckResult(
+                check,
+                True,
+                tree,
+                "0.1",
+                pr.REQUIRED[check],
+                seconds=1.0,
+                counts=counts,
+                excerpts=excerpts,
+                data=data,
+            ),
+        )
+
+
+def make_kit(fork: Path, store: Path, out: Path, signer=None, partial=False) -> str:
+    return pr.make_kit(
+        fork,
+        store,
+        out,
+        REPO / "pr" / "description.toml",
+        fork / "REVIEW.md",
+        "0.1",
+        NEUTRAL,
+        signer,
+        partial,
+        lambda fork, text: None,
+    )
+
+
+def test_renders_the_kit_from_a_results_set(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    synthetic_results(store, results.fork_tree(fork))
+    (fork / "REVIEW.md").write_text(
+        "# Review\n\n## Runners assessed\n\nMRV2 read, not run.\n\n## Next\n\nx\n"
+    )
+    make_kit(fork, store, out)
+
+    text = (out / "description.md").read_text()
+    assert "### Runners assessed\n\nMRV2 read, not run.\n\n### Limitations" in text
+    for section in ("## Overview", "## Claims", "## Validation", "## Details"):
+        assert text.count(section) == 1
+    assert "<!-- Evidence. -->" not in text
+    assert (
+        "| Regression tests of the series (its test files on the base's code) "
+        "| 1 passed, 2 failed | 3 passed |" in text
+    )
+    assert "0001: 3 passed; 0002: 3 passed" in text
+    assert "| 1200 passed, 7 skipped | 1203 passed, 7 skipped |" in text
+    assert "FAILED t::a - assert False is True" in text  # the base's failure
+    assert "3 passed in 2.9s" in text  # and the series' pass
+    assert "| --- | --- |\n| 1 | 2 |" in text  # the CI report, delimiters spaced
+    assert "no pass is claimed" in text and "Need 2 GPUs" in text
+    assert "CUDA_VISIBLE_DEVICES=0,1" in text and "-k test_pp_mixed" in text
+    assert "Benchmark: not measured" in text
+    assert "Sign-off still to do" in text
+    assert "- [x] AI assistance was used" in text
+    assert "- [ ] I ran the checklist skill." in text
+    assert "#49623" in text and "1. [Core] Keep zeroing" in text
+
+    patches = sorted(p.name for p in (out / "series").iterdir())
+    assert patches == [
+        "0000-cover-letter.patch",
+        "0001-Core-Keep-zeroing.patch",
+        "0002-Test-Pin-it.patch",
+    ]
+    cover = (out / "series" / "0000-cover-letter.patch").read_text()
+    assert "[PATCH 0/2] [Core] Keep KV cache zeroing" in cover
+    assert "1203 passed" in cover and "<details>" not in cover
+    assert os.access(out / "apply-to-vllm.sh", os.X_OK)
+
+
+def test_refuses_missing_results_and_writes_nothing(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    synthetic_results(store, results.fork_tree(fork))
+    (store / "pre-commit.json").unlink()
+    with pytest.raises(ForkToolError) as e:
+        make_kit(fork, store, out)
+    assert "pre-commit: no result; run `python3 -m forktool test`" in str(e.value)
+    assert not out.exists()
+
+    make_kit(fork, store, out, partial=True)
+    text = (out / "description.md").read_text()
+    assert "### Pre-commit\n\nnot measured." in text
+
+
+def test_refuses_stale_results_and_writes_nothing(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    synthetic_results(store, results.fork_tree(fork))
+    commit(fork, {"pkg/other.py": "X = 2\n"}, "[Core] More")
+    with pytest.raises(ForkToolError) as e:
+        make_kit(fork, store, out)
+    message = str(e.value)
+    assert "regression-matrix: stale" in message
+    assert "run `python3 -m forktool setup`" in message
+    assert "gpu-only: stale" in message
+    assert not out.exists()
+
+
+def test_no_fork_names_what_to_run(tmp_path):
+    with pytest.raises(ForkToolError, match="forktool setup.*forktool test"):
+        make_kit(tmp_path / "none", tmp_path / "results", tmp_path / "kit")
+    assert not (tmp_path / "kit").exists()
+
+
+def test_signoff_resigns_the_kit_only(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    synthetic_results(store, results.fork_tree(fork))
+    with pytest.raises(ForkToolError, match="Name <email>"):
+        make_kit(fork, store, out, signer="jane@example.com")
+    assert not out.exists()
+    head = git(fork, "rev-parse", "HEAD").stdout
+    make_kit(fork, store, out, signer=SIGNER)
+
+    assert git(fork, "rev-parse", "HEAD").stdout == head
+    assert "Sign-off still to do" not in (out / "description.md").read_text()
+    cover = (out / "series" / "0000-cover-letter.patch").read_text()
+    assert f"From: {SIGNER}" in cover
+    for patch in sorted((out / "series").glob("000[12]-*.patch")):
+        text = patch.read_text()
+        assert f"From: {SIGNER}" in text
+        assert text.count(f"Signed-off-by: {SIGNER}") == 1
+        assert "Co-authored-by: Claude" in text
+        assert NEUTRAL not in text
+
+
+def run_script(kit: Path, clone: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **identity(SIGNER), "GIT_CONFIG_GLOBAL": os.devnull}
+    return subprocess.run(
+        ["bash", str(kit / "apply-to-vllm.sh"), *args],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+def state(clone: Path) -> str:
+    return "".join(
+        git(clone, *args).stdout
+        for args in (("rev-parse", "HEAD"), ("branch", "-a"), ("status", "--porcelain"))
+    )
+
+
+def test_apply_script_applies_then_refuses_a_changed_file(fork, tmp_path):
+    store, kit = tmp_path / "results", tmp_path / "kit"
+    synthetic_results(store, results.fork_tree(fork))
+    make_kit(fork, store, kit)
+    # Upstream's history differs from the fork's, its files at the tag do not.
+    upstream = new_repo(tmp_path / "vllm")
+    commit(upstream, {"README": "older\n"}, "history")
+    commit(upstream, BASE_FILES, "release", tag="v0.1")
+    commit(upstream, {"pkg/core.py": "ZERO = None\n"}, "later work on main")
+
+    done = run_script(kit, upstream)
+    assert done.returncode == 0, done.stderr
+    assert "applied 2 patches on branch kv-cache-zeroing-pp" in done.stdout
+    assert (upstream / "pkg" / "core.py").read_text() == "ZERO = True\n"
+    assert git(upstream, "log", "-1", "--format=%s").stdout.strip() == "[Test] Pin it"
+
+    git(upstream, "checkout", "-q", "main")
+    before = state(upstream)
+    refused = run_script(kit, upstream, "main", "again")  # main changed core.py
+    assert refused.returncode == 1
+    assert "pkg/core.py (base: " in refused.stderr
+    assert "pkg/other.py" not in refused.stderr
+    assert state(upstream) == before
+
+
+def test_a_failed_check_is_said_so(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    synthetic_results(store, results.fork_tree(fork))
+    failed = results.read(store, "ci-checkers")
+    failed.ok, failed.counts = False, {"passed": 1, "failed": 1}
+    results.write(store, failed)
+    make_kit(fork, store, out)
+    text = (out / "description.md").read_text()
+    assert "**Checks that failed on this tree: ci-checkers.**" in text
+    assert "| — | 1 passed, 1 failed |" in text
+
+
+def test_renders_a_bench_result_when_there_is_one(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    tree = results.fork_tree(fork)
+    synthetic_results(store, tree)
+    bench = CheckResult(
+        "bench",
+        True,
+        tree,
+        "0.1",
+        "python3 -m forktool bench",
+        data={"markdown": "| Stage | ms |\n| --- | --- |\n| zeroing | 0.25 |"},
+        excerpts={"bench output": "$ python bench.py\nzeroing 0.25 ms"},
+    )
+    results.write(store, bench)
+    make_kit(fork, store, out)
+    text = (out / "description.md").read_text()
+    assert "| zeroing | 0.25 |" in text and "zeroing 0.25 ms" in text
+    assert "Benchmark: not measured" not in text
