@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from forktool import ci_impact, fork, hfcache, matrix, precommit
+from forktool import bench, ci_impact, fork, hfcache, matrix, precommit
 from forktool.errors import ForkToolError
 from forktool.pins import REPO, Pins, fetch
 from forktool.upstream import Runner, Selection, test_env
@@ -164,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         ("test", cmd_test, "everything setup does, plus every check CI runs"),
     ]:
         sub.add_parser(name, help=text).set_defaults(run=run)
+    bench.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         ok = args.run(Pins.load(), args)
