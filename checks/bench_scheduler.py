@@ -14,7 +14,8 @@ projects the scheduler's config (generate_scheduler_kv_cache_config),
 builds a real Scheduler as EngineCore does, adds the requests and runs
 untimed steps until the workload is steady. `steps` runs S steps of
 schedule() + update_from_output(), with one sampled token per scheduled
-request as vLLM's scheduler tests do, and answers each step's time and the
+request as vLLM's scheduler tests do, and answers each step's CPU and wall
+time and the
 number of block ids it sent for zeroing.
 
 Self-contained on purpose: it imports only the tree's vllm, torch and the
@@ -86,7 +87,7 @@ MAX_MODEL_LEN = 8192
 # (prompt tokens, output tokens): decodes that never finish while measured;
 # long prompts with short answers, replaced as they finish.
 WORKLOADS = {"decode": (128, 1 << 20), "prefill": (1024, 8)}
-WARMUP_STEPS = 40  # after every request has been scheduled once
+WARMUP_STEPS = 2 * BLOCK  # past the first block boundary of every decode
 
 FP8 = FullAttentionSpec(
     block_size=BLOCK,
@@ -225,9 +226,13 @@ class Bench:
                 )
             )
 
-    def step(self) -> tuple[int, int, int]:
-        """One timed step: (nanoseconds, block ids sent to zero, tokens)."""
-        start = time.perf_counter_ns()
+    def step(self) -> tuple[int, int, int, int]:
+        """One timed step: (CPU ns, wall ns, block ids sent to zero, tokens).
+
+        CPU time is this thread's: on a shared machine it leaves out the time
+        other processes hold the core, which wall time does not.
+        """
+        wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
         output = self.scheduler.schedule()
         req_ids = list(output.num_scheduled_tokens)
         self.scheduler.update_from_output(
@@ -238,25 +243,32 @@ class Bench:
                 sampled_token_ids=[[11] for _ in req_ids],
             ),
         )
-        elapsed = time.perf_counter_ns() - start
+        cpu, wall = time.thread_time_ns() - cpu, time.perf_counter_ns() - wall
         self.top_up()
-        return elapsed, len(output.new_block_ids_to_zero or ()), output.total_num_scheduled_tokens
+        zero_ids = len(output.new_block_ids_to_zero or ())
+        return cpu, wall, zero_ids, output.total_num_scheduled_tokens
 
     def warm_up(self) -> int:
-        """Untimed steps: the budget for every first prompt, then WARMUP_STEPS."""
+        """Untimed steps to a steady state: WARMUP_STEPS, after every first
+        prompt when requests never finish (decode)."""
         budget = self.vllm_config.scheduler_config.max_num_batched_tokens
-        steps = -(-self.requests * self.prompt_len // budget) + WARMUP_STEPS
+        steps = WARMUP_STEPS
+        if self.max_tokens > MAX_MODEL_LEN:
+            steps += -(-self.requests * self.prompt_len // budget)
         for _ in range(steps):
             self.step()
+        # As EngineCore does after startup: what exists now is never collected.
+        gc.collect()
+        gc.freeze()
         return steps
 
     def steps(self, n: int) -> dict[str, Any]:
-        gc.collect()
         rows = [self.step() for _ in range(n)]
         return {
-            "step_ns": [r[0] for r in rows],
-            "zero_ids": [r[1] for r in rows],
-            "tokens": [r[2] for r in rows],
+            "cpu_ns": [r[0] for r in rows],
+            "wall_ns": [r[1] for r in rows],
+            "zero_ids": [r[2] for r in rows],
+            "tokens": [r[3] for r in rows],
             "running": len(self.scheduler.running),
             "waiting": len(self.scheduler.waiting),
         }
@@ -265,6 +277,7 @@ class Bench:
 def handle(bench: Bench | None, request: dict[str, Any]) -> tuple[Bench | None, dict]:
     if request["op"] == "setup":
         bench = None
+        gc.unfreeze()
         gc.collect()
         start = time.perf_counter()
         bench = Bench(request["config"], request["requests"], request["workload"])

@@ -46,7 +46,7 @@ HOST_CALLS = 2000
 # What the extracted code needs from vllm, given without vllm: the zeroer
 # only tests `isinstance(spec, AttentionSpec)`; async_tensor_h2d is vllm's
 # list branch (pinned host tensor, non-blocking copy).
-_PRELUDE = '''\
+_PRELUDE = """\
 from collections.abc import Iterable
 from itertools import product as iprod
 from typing import Any
@@ -65,7 +65,7 @@ def async_tensor_h2d(data, device=None, dtype=None, out=None):
     t = torch.tensor(data, dtype=dtype, pin_memory=True, device="cpu")
     return t.to(device=device, dtype=dtype, non_blocking=True)
 
-'''
+"""
 
 
 class SourceError(Exception):
@@ -167,7 +167,9 @@ def make_stage(module: ModuleType, torch: Any) -> tuple[list[Any], Any]:
         layer_names=names,
         kernel_block_stride=None,
     )
-    context = {n: SimpleNamespace(kv_cache=c) for n, c in zip(names, caches)}
+    context = {
+        n: SimpleNamespace(kv_cache=c) for n, c in zip(names, caches, strict=True)
+    }
     zeroer = module.KVBlockZeroer(device, [group], [BLOCK], context, NUM_BLOCKS)
     return caches, zeroer
 
@@ -182,7 +184,9 @@ def check_zeroing(torch: Any, caches: list[Any], zeroer: Any, ids: list[int]) ->
     zeroer.zero_block_ids(ids)
     torch.cuda.synchronize()
     zeroed = all(bool((c[ids] == 0).all()) for c in caches)
-    kept = all(torch.equal(c[neighbours], b) for c, b in zip(caches, before))
+    kept = all(
+        torch.equal(c[neighbours], b) for c, b in zip(caches, before, strict=True)
+    )
     return zeroed and kept
 
 

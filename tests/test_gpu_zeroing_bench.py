@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "checks" / "gpu_zeroing_bench.py"
 FORK_UTILS = REPO / "build" / "vllm" / "vllm" / "v1" / "worker" / "utils.py"
 
-UTILS = '''\
+UTILS = """\
 import torch
 from vllm.triton_utils import tl, triton
 
@@ -34,7 +34,10 @@ def _zero_kv_blocks_kernel(
 class KVBlockZeroer:
     def zero_block_ids(self, block_ids):
         return block_ids
-'''
+"""
+
+
+NO_CUDA = "class cuda:\n    is_available = staticmethod(lambda: False)\n"
 
 
 def load_script():
@@ -95,14 +98,14 @@ def run_script(tmp_path: Path, fakes: Path, *args: str):
         ({"torch": "raise ImportError('no torch here')"}, "torch not installed"),
         (
             {
-                "torch": "class cuda:\n    is_available = staticmethod(lambda: False)\n",
+                "torch": NO_CUDA,
                 "triton": "raise ImportError('no triton here')",
             },
             "triton not installed",
         ),
         (
             {
-                "torch": "class cuda:\n    is_available = staticmethod(lambda: False)\n",
+                "torch": NO_CUDA,
                 "triton": "",
             },
             "no CUDA device",
@@ -114,8 +117,12 @@ def test_skips_with_the_reason_and_writes_nothing(tmp_path, fakes, reason):
         fake_package(tmp_path / "fakes", name, body)
     results = tmp_path / "results"
     run = run_script(
-        tmp_path, tmp_path / "fakes", "run", str(carried(tmp_path)),
-        "--results", str(results),
+        tmp_path,
+        tmp_path / "fakes",
+        "run",
+        str(carried(tmp_path)),
+        "--results",
+        str(results),
     )
     assert run.returncode == 0, run.stderr
     assert f"SKIP gpu-zeroing: {reason}" in run.stdout
