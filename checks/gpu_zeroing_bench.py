@@ -319,15 +319,15 @@ def run(source: Path, results: Path) -> int:
     if reason:
         print(f"SKIP gpu-zeroing: {reason}; nothing measured, nothing written")
         return 0
+    sys.path.insert(0, str(REPO))  # before measuring: fail early if it cannot
+    from forktool.results import CheckResult, write
+
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         data = measure(load_kernel(code, Path(tmp)))
     data["source"] = meta
-    text = table(data)
-    print(text)
-    sys.path.insert(0, str(REPO))
-    from forktool.results import CheckResult, write
-
+    printed = table(data)
+    print(printed)
     rows = data["rows"]
     ok = all(r["correct"] for r in rows)
     result = CheckResult(
@@ -337,8 +337,8 @@ def run(source: Path, results: Path) -> int:
         base_version=meta.get("base_version", ""),
         command=f"python checks/gpu_zeroing_bench.py run {source}",
         seconds=round(time.monotonic() - start, 1),
-        counts={"sizes": len(data["rows"]), "correct": sum(r["correct"] for r in rows)},
-        excerpts={"table": text},
+        counts={"sizes": len(rows), "correct": sum(r["correct"] for r in rows)},
+        excerpts={"table": printed},
         data=data,
     )
     print(f"wrote {write(results, result)}")

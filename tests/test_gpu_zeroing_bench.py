@@ -142,3 +142,25 @@ def test_carry_refuses_what_is_not_a_fork_tree(tmp_path):
     run = run_script(tmp_path, tmp_path, "carry", str(tmp_path), str(tmp_path / "c"))
     assert run.returncode == 2
     assert "is not a fork tree" in run.stderr
+
+
+def test_carry_copies_the_forks_file_and_names_its_tree(tmp_path):
+    fork = tmp_path / "fork"
+    utils = fork / "vllm" / "v1" / "worker" / "utils.py"
+    utils.parent.mkdir(parents=True)
+    utils.write_text(UTILS)
+    git = ["git", "-C", str(fork)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    tree = subprocess.run(
+        [*git, "write-tree"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    ident = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, *ident, "commit", "-qm", "fork"], check=True)
+    dest = tmp_path / "carry"
+    run = run_script(tmp_path, tmp_path, "carry", str(fork), str(dest))
+    assert run.returncode == 0, run.stderr
+    assert (dest / "utils.py").read_text() == UTILS
+    meta = json.loads((dest / "source.json").read_text())
+    assert meta["tree"] == tree
+    assert meta["base_version"]
