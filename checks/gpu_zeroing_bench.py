@@ -320,7 +320,10 @@ def run(source: Path, results: Path) -> int:
         print(f"SKIP gpu-zeroing: {reason}; nothing measured, nothing written")
         return 0
     sys.path.insert(0, str(REPO))  # before measuring: fail early if it cannot
+    from forktool.pins import Pins
     from forktool.results import CheckResult, write
+
+    meta.setdefault("base_version", Pins.load().version)
 
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
@@ -334,7 +337,7 @@ def run(source: Path, results: Path) -> int:
         check="gpu-zeroing",
         ok=ok,
         tree=meta.get("tree", ""),
-        base_version=meta.get("base_version", ""),
+        base_version=meta["base_version"],
         command=f"python checks/gpu_zeroing_bench.py run {source}",
         seconds=round(time.monotonic() - start, 1),
         counts={"sizes": len(rows), "correct": sum(r["correct"] for r in rows)},
