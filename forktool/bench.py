@@ -94,23 +94,33 @@ def summarise(case: Case, runs: dict[str, list[dict[str, Any]]]) -> dict[str, An
     }
 
 
+PASS = {True: "PASS", False: "FAIL"}
+
+
 def pooled(rows: list[dict[str, Any]], key: str) -> float:
     """Geometric mean of every repeat's ratio over `rows`: one overall figure."""
     return statistics.geometric_mean([x for r in rows for x in r[key]])
 
 
-def goals(rows: list[dict[str, Any]]) -> list[tuple[bool, str]]:
-    """The issue's goals, each with its verdict and the numbers behind it."""
+def goals(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The issue's goals: (PASS, FAIL or NOISE, the numbers behind it).
+
+    NOISE: the mixed overhead misses the goal by no more than the A/A pair
+    differs from 1, so this run cannot tell; rerun on a quieter machine.
+    """
     out = []
     mixed = [r for r in rows if r["config"] == "mixed"]
     if mixed:
         worst = max(mixed, key=lambda r: r["ratio"][0])
-        ratio = pooled(mixed, "ratios")
+        ratio, aa = pooled(mixed, "ratios"), pooled(mixed, "aa_ratios")
+        verdict = "PASS" if ratio - 1 <= OVERHEAD_GOAL else "FAIL"
+        if verdict == "FAIL" and ratio - 1 <= abs(aa - 1):
+            verdict = "NOISE"
         out.append(
             (
-                ratio - 1 <= OVERHEAD_GOAL,
+                verdict,
                 f"mixed: fork/base over all {len(mixed)} cases {ratio:.3f} (goal "
-                f"<= {1 + OVERHEAD_GOAL:.2f}; A/A {pooled(mixed, 'aa_ratios'):.3f}; "
+                f"<= {1 + OVERHEAD_GOAL:.2f}; A/A {aa:.3f}; "
                 f"worst case {worst['ratio'][0]:.3f}, {worst['workload']} "
                 f"{worst['requests']}, its A/A range "
                 f"{worst['aa'][1]:.3f}-{worst['aa'][2]:.3f})",
@@ -119,7 +129,9 @@ def goals(rows: list[dict[str, Any]]) -> list[tuple[bool, str]]:
     uniform = [r for r in rows if r["config"] == "uniform"]
     if uniform:
         sent = sum(r["ids_total"]["base"] + r["ids_total"]["fork"] for r in uniform)
-        out.append((sent == 0, f"uniform: block ids sent to zero, both trees: {sent}"))
+        out.append(
+            (PASS[sent == 0], f"uniform: block ids sent to zero, both trees: {sent}")
+        )
         outside = [
             r
             for r in uniform
@@ -127,7 +139,7 @@ def goals(rows: list[dict[str, Any]]) -> list[tuple[bool, str]]:
         ]
         out.append(
             (
-                not outside,
+                PASS[not outside],
                 f"uniform: fork/base median within the A/A range in "
                 f"{len(uniform) - len(outside)} of {len(uniform)} cases (over all: "
                 f"{pooled(uniform, 'ratios'):.3f}, A/A "
@@ -248,7 +260,15 @@ def check_zeroing(case: Case, facts: dict[str, Any]) -> None:
         raise ForkToolError(f"{case}: zeroing {got}, expected {want}")
 
 
-def run(pins: Pins, sizes: tuple[int, ...], repeats: int, steps: int) -> bool:
+def run(
+    pins: Pins,
+    sizes: tuple[int, ...],
+    repeats: int,
+    steps: int,
+    check: str,
+    command: str,
+) -> bool:
+    """Measure every case; print the table and write build/results/<check>.json."""
     if not (FORK / ".git").exists():
         raise ForkToolError(f"no fork at {FORK}; run `python3 -m forktool setup`")
     ensure_safe(FORK)  # results name the fork's HEAD tree
@@ -277,14 +297,11 @@ def run(pins: Pins, sizes: tuple[int, ...], repeats: int, steps: int) -> bool:
     seconds = time.monotonic() - start
     table = render(rows, repeats, steps)
     verdicts = goals(rows)
-    summary = "\n".join(f"{'PASS' if ok else 'FAIL'}  {text}" for ok, text in verdicts)
+    summary = "\n".join(f"{verdict:5}  {text}" for verdict, text in verdicts)
     print(f"\n{table}\n\n{summary}\n({seconds:.0f} s, {os.cpu_count()} CPUs)")
-    command = "python3 -m forktool bench " + (
-        f"--sizes {' '.join(map(str, sizes))} --repeats {repeats} --steps {steps}"
-    )
     result = CheckResult(
-        check="bench",
-        ok=all(ok for ok, _ in verdicts),
+        check=check,
+        ok=all(verdict == "PASS" for verdict, _ in verdicts),
         tree=fork_tree(FORK),
         base_version=pins.version,
         command=command,
@@ -298,9 +315,13 @@ def run(pins: Pins, sizes: tuple[int, ...], repeats: int, steps: int) -> bool:
 
 
 def cmd_bench(pins: Pins, args: argparse.Namespace) -> bool:
-    if args.quick:
-        return run(pins, (256,), repeats=3, steps=10)
-    return run(pins, tuple(args.sizes), args.repeats, args.steps)
+    command = "python3 -m forktool bench"
+    if args.quick:  # kept apart from the full run's results
+        return run(pins, (256,), 3, 10, "bench-quick", f"{command} --quick")
+    sizes = tuple(args.sizes)
+    command += f" --sizes {' '.join(map(str, sizes))} --repeats {args.repeats}"
+    command += f" --steps {args.steps}"
+    return run(pins, sizes, args.repeats, args.steps, "bench", command)
 
 
 def add_parser(sub: Any) -> None:
