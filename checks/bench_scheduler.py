@@ -15,8 +15,7 @@ builds a real Scheduler as EngineCore does, adds the requests and runs
 untimed steps until the workload is steady. `steps` runs S steps of
 schedule() + update_from_output(), with one sampled token per scheduled
 request as vLLM's scheduler tests do, and answers each step's CPU and wall
-time and the
-number of block ids it sent for zeroing.
+time and the number of block ids it sent for zeroing.
 
 Self-contained on purpose: it imports only the tree's vllm, torch and the
 standard library, never the repository that runs it.
@@ -82,8 +81,10 @@ from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 MODEL = "Qwen/Qwen3-0.6B"
 LAYERS, STAGES, BLOCK, HEADS, HEAD_SIZE = 28, 2, 16, 8, 128
 TOKEN_BUDGET = 8192  # max_num_batched_tokens, vLLM's default for serving
-SIZES = (64, 256, 1024)
+MAX_REQUESTS = 1024
 MAX_MODEL_LEN = 8192
+# The KV cache holds every prompt and this many more tokens per request.
+DECODE_ROOM = 1024
 # (prompt tokens, output tokens): decodes that never finish while measured;
 # long prompts with short answers, replaced as they finish.
 WORKLOADS = {"decode": (128, 1 << 20), "prefill": (1024, 8)}
@@ -146,7 +147,7 @@ def vllm_config(requests: int, prefix_caching: bool, num_blocks: int) -> VllmCon
                 block_size=BLOCK, enable_prefix_caching=prefix_caching
             ),
             scheduler_config=SchedulerConfig(
-                max_num_seqs=max(SIZES),
+                max_num_seqs=MAX_REQUESTS,
                 max_num_batched_tokens=TOKEN_BUDGET,
                 max_model_len=MAX_MODEL_LEN,
                 is_encoder_decoder=False,
@@ -164,13 +165,12 @@ class Bench:
     """One scheduler under one workload, kept between `steps` requests."""
 
     def __init__(self, config: str, requests: int, workload: str) -> None:
-        if requests > max(SIZES):
-            raise ValueError(f"at most {max(SIZES)} requests")
+        if requests > MAX_REQUESTS:
+            raise ValueError(f"at most {MAX_REQUESTS} requests")
         self.requests = requests
         self.prompt_len, self.max_tokens = WORKLOADS[workload]
         caching = config != "hybrid"  # Mamba without "align" mode: no caching
-        # Room for every request's prompt and 1024 more tokens: no preemption.
-        num_blocks = (requests + 8) * (self.prompt_len + 1024) // BLOCK
+        num_blocks = (requests + 8) * (self.prompt_len + DECODE_ROOM) // BLOCK
         self.vllm_config = vllm_config(requests, caching, num_blocks)
         self.vllm_config.cache_config.kv_cache_layout = "LBNHC"
         register_all_kvcache_specs(self.vllm_config)

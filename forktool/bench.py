@@ -46,6 +46,10 @@ WORKLOADS = ("decode", "prefill")
 SIZES = (64, 256, 1024)
 OVERHEAD_GOAL = 0.02
 PROCESSES = ("base", "fork", "base-aa")
+# The workers' KV cache holds 1024 tokens per request beyond its prompt:
+# room for warm-up and measured decode steps without preemption.
+MAX_STEPS = 900
+MAX_REQUESTS = 1024  # the workers' max_num_seqs
 READY_TIMEOUT_S = 300.0
 ANSWER_TIMEOUT_S = 600.0
 
@@ -269,6 +273,13 @@ def run(
     command: str,
 ) -> bool:
     """Measure every case; print the table and write build/results/<check>.json."""
+    if repeats < 1 or steps < 1 or repeats * steps > MAX_STEPS:
+        raise ForkToolError(
+            f"--repeats {repeats} --steps {steps}: each at least 1, together at "
+            f"most {MAX_STEPS} measured steps per case"
+        )
+    if not all(1 <= n <= MAX_REQUESTS for n in sizes):
+        raise ForkToolError(f"--sizes: each from 1 to {MAX_REQUESTS} requests")
     if not (FORK / ".git").exists():
         raise ForkToolError(f"no fork at {FORK}; run `python3 -m forktool setup`")
     ensure_safe(FORK)  # results name the fork's HEAD tree

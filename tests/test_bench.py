@@ -138,3 +138,14 @@ def test_the_command_is_registered():
     )
     assert run.returncode == 0
     assert "--repeats" in run.stdout and "--quick" in run.stdout
+
+
+@pytest.mark.parametrize(
+    "sizes, repeats, steps",
+    [((64,), 100, 10), ((64,), 0, 10), ((2048,), 5, 20), ((0,), 5, 20)],
+)
+def test_what_the_workers_cannot_run_is_refused_before_anything_starts(
+    sizes, repeats, steps
+):
+    with pytest.raises(ForkToolError, match="--"):
+        bench.run(None, sizes, repeats, steps, "bench", "python3 -m forktool bench")
