@@ -180,6 +180,8 @@ def check_zeroing(torch: Any, caches: list[Any], zeroer: Any, ids: list[int]) ->
     neighbours = sorted(
         {j for i in ids for j in (i - 1, i + 1) if 0 <= j < NUM_BLOCKS} - chosen
     )
+    for c in caches:  # earlier sizes may have zeroed some of these blocks
+        c[ids] = 0xA5
     before = [c[neighbours].clone() for c in caches]
     zeroer.zero_block_ids(ids)
     torch.cuda.synchronize()
@@ -234,6 +236,8 @@ def measure(module: ModuleType) -> dict[str, Any]:
 
     torch.manual_seed(0)
     caches, zeroer = make_stage(module, torch)
+    if zeroer._meta is None:
+        raise SourceError("the fork's KVBlockZeroer found nothing to zero")
     seg_addrs, strides, pages, chunks, blk_size, n_segs = zeroer._meta
     block_bytes = LAYERS * caches[0][0].numel() * caches[0].element_size()
 
