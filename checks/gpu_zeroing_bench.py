@@ -62,7 +62,8 @@ class AttentionSpec:
 
 
 def async_tensor_h2d(data, device=None, dtype=None, out=None):
-    t = torch.tensor(data, dtype=dtype, pin_memory=True, device="cpu")
+    pin = torch.cuda.is_available()
+    t = torch.tensor(data, dtype=dtype, pin_memory=pin, device="cpu")
     return t.to(device=device, dtype=dtype, non_blocking=True)
 
 """
@@ -152,15 +153,16 @@ def load_kernel(code: str, workdir: Path) -> ModuleType:
     return module
 
 
-def make_stage(module: ModuleType, torch: Any) -> tuple[list[Any], Any]:
+def make_stage(
+    module: ModuleType, torch: Any, device: Any, layers: int, num_blocks: int
+) -> tuple[list[Any], Any]:
     """The stage's per-layer caches, random bytes, and a zeroer over them."""
-    device = torch.device("cuda")
-    shape = (NUM_BLOCKS, 2, BLOCK, HEADS, HEAD_SIZE)
+    shape = (num_blocks, 2, BLOCK, HEADS, HEAD_SIZE)
     caches = [
         torch.randint(1, 256, shape, dtype=torch.uint8, device=device)
-        for _ in range(LAYERS)
+        for _ in range(layers)
     ]
-    names = [f"layers.{i}.attn" for i in range(LAYERS)]
+    names = [f"layers.{i}.attn" for i in range(layers)]
     group = SimpleNamespace(
         kv_cache_spec=module.AttentionSpec(BLOCK),
         kv_cache_group_id=0,
@@ -170,21 +172,22 @@ def make_stage(module: ModuleType, torch: Any) -> tuple[list[Any], Any]:
     context = {
         n: SimpleNamespace(kv_cache=c) for n, c in zip(names, caches, strict=True)
     }
-    zeroer = module.KVBlockZeroer(device, [group], [BLOCK], context, NUM_BLOCKS)
+    zeroer = module.KVBlockZeroer(device, [group], [BLOCK], context, num_blocks)
     return caches, zeroer
 
 
 def check_zeroing(torch: Any, caches: list[Any], zeroer: Any, ids: list[int]) -> bool:
     """Zeroed blocks are zero; their neighbours keep their bytes."""
-    chosen = set(ids)
+    chosen, num_blocks = set(ids), caches[0].shape[0]
     neighbours = sorted(
-        {j for i in ids for j in (i - 1, i + 1) if 0 <= j < NUM_BLOCKS} - chosen
+        {j for i in ids for j in (i - 1, i + 1) if 0 <= j < num_blocks} - chosen
     )
     for c in caches:  # earlier sizes may have zeroed some of these blocks
         c[ids] = 0xA5
     before = [c[neighbours].clone() for c in caches]
     zeroer.zero_block_ids(ids)
-    torch.cuda.synchronize()
+    if caches[0].is_cuda:
+        torch.cuda.synchronize()
     zeroed = all(bool((c[ids] == 0).all()) for c in caches)
     kept = all(
         torch.equal(c[neighbours], b) for c, b in zip(caches, before, strict=True)
@@ -235,7 +238,7 @@ def measure(module: ModuleType) -> dict[str, Any]:
     import triton
 
     torch.manual_seed(0)
-    caches, zeroer = make_stage(module, torch)
+    caches, zeroer = make_stage(module, torch, torch.device("cuda"), LAYERS, NUM_BLOCKS)
     if zeroer._meta is None:
         raise SourceError("the fork's KVBlockZeroer found nothing to zero")
     seg_addrs, strides, pages, chunks, blk_size, n_segs = zeroer._meta

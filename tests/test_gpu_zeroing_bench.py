@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +165,33 @@ def test_carry_copies_the_forks_file_and_names_its_tree(tmp_path):
     meta = json.loads((dest / "source.json").read_text())
     assert meta["tree"] == tree
     assert meta["base_version"]
+
+
+INTERPRETED = """
+import sys, tempfile
+from pathlib import Path
+import torch
+sys.path.insert(0, sys.argv[1])
+import gpu_zeroing_bench as g
+module = g.load_kernel(g.extract(Path(sys.argv[2]).read_text()), Path(sys.argv[3]))
+caches, zeroer = g.make_stage(module, torch, torch.device("cpu"), 3, 64)
+assert g.check_zeroing(torch, caches, zeroer, [3, 10, 11, 40])
+zero = sum(int((c.view(64, -1) == 0).all(1).sum()) for c in caches)
+print(f"zeroed blocks: {zero}")
+"""
+
+
+@pytest.mark.skipif(not FORK_UTILS.exists(), reason="no fork at build/vllm")
+def test_the_forks_zeroer_clears_exactly_its_blocks_in_the_interpreter(tmp_path):
+    """The fork's kernel, as the script drives it, run by Triton on the CPU."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    run = subprocess.run(
+        [sys.executable, "-c", INTERPRETED, str(SCRIPT.parent), str(FORK_UTILS)]
+        + [str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "zeroed blocks: 12" in run.stdout  # 4 blocks in each of 3 layers
