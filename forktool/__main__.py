@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from forktool import ci_impact, fork, hfcache, matrix, pr, precommit, results
+from forktool import bench, ci_impact, fork, hfcache, matrix, pr, precommit, results
 from forktool.errors import ForkToolError
 from forktool.pins import REPO, Pins, fetch
 from forktool.results import Measured
@@ -430,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         help='render without missing or stale results, marked "not measured"',
     )
     kit.set_defaults(run=cmd_pr)
+    bench.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         ok = args.run(Pins.load(), args)

@@ -1,0 +1,348 @@
+"""`bench`: the scheduler's cost per step, the fork against the pristine base.
+
+Three processes run checks/bench_scheduler.py: one imports the fork's vllm
+(build/vllm), two the base's (build/trees/bench-base), whose ratio is the
+noise floor (A/A). For each case all three set up the same scheduler, then
+take turns, in an order that rotates every repeat, running the same number
+of steps; nothing else of the benchmark runs meanwhile. A repeat's value is
+its median step time; ratios pair the processes' values of one repeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from forktool import hfcache
+from forktool.errors import ForkToolError
+from forktool.fork import BASE_TAG, ensure_safe, worktree
+from forktool.pins import REPO, Pins
+from forktool.results import CheckResult, fork_tree, write
+from forktool.upstream import test_env
+from forktool.venv import COMPLETE, python, venv_dir
+
+BUILD = REPO / "build"
+FORK = BUILD / "vllm"
+BASE_TREE = BUILD / "trees" / "bench-base"
+WORKER = REPO / "checks" / "bench_scheduler.py"
+
+CONFIGS = {
+    "mixed": "FP8 KV, one BF16 layer, PP=2",
+    "uniform": "FP8 KV, all layers, PP=2",
+    "hybrid": "Mamba2 + BF16 attention (1 in 4), PP=2",
+}
+# Whether the scheduler zeroes: (base, fork).
+ZEROING = {"mixed": (False, True), "uniform": (False, False), "hybrid": (True, True)}
+WORKLOADS = ("decode", "prefill")
+SIZES = (64, 256, 1024)
+OVERHEAD_GOAL = 0.02
+PROCESSES = ("base", "fork", "base-aa")
+# The workers' KV cache holds 1024 tokens per request beyond its prompt:
+# room for warm-up and measured decode steps without preemption.
+MAX_STEPS = 900
+MAX_REQUESTS = 1024  # the workers' max_num_seqs
+READY_TIMEOUT_S = 300.0
+ANSWER_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Case:
+    config: str
+    workload: str
+    requests: int
+
+
+def cases(sizes: tuple[int, ...]) -> list[Case]:
+    return [Case(c, w, n) for c in CONFIGS for w in WORKLOADS for n in sizes]
+
+
+# --- numbers ------------------------------------------------------------------
+
+
+def spread(values: list[float]) -> tuple[float, float, float]:
+    """(median, min, max)."""
+    return statistics.median(values), min(values), max(values)
+
+
+def summarise(case: Case, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """One table row from each process's repeats (the worker's `steps` answers)."""
+    medians = {
+        p: [statistics.median(r["cpu_ns"]) / 1000 for r in reps]
+        for p, reps in runs.items()
+    }
+    ids = {p: [i for r in reps for i in r["zero_ids"]] for p, reps in runs.items()}
+    ratio = [f / b for f, b in zip(medians["fork"], medians["base"], strict=True)]
+    aa = [a / b for a, b in zip(medians["base-aa"], medians["base"], strict=True)]
+    return {
+        "config": case.config,
+        "workload": case.workload,
+        "requests": case.requests,
+        "base_us": statistics.median(medians["base"]),
+        "fork_us": statistics.median(medians["fork"]),
+        "ratio": spread(ratio),
+        "aa": spread(aa),
+        "ratios": ratio,
+        "aa_ratios": aa,
+        "ids_base": statistics.mean(ids["base"]),
+        "ids_fork": statistics.mean(ids["fork"]),
+        "ids_total": {p: sum(v) for p, v in ids.items()},
+    }
+
+
+PASS = {True: "PASS", False: "FAIL"}
+
+
+def pooled(rows: list[dict[str, Any]], key: str) -> float:
+    """Geometric mean of every repeat's ratio over `rows`: one overall figure."""
+    return statistics.geometric_mean([x for r in rows for x in r[key]])
+
+
+def goals(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The issue's goals: (PASS, FAIL or NOISE, the numbers behind it).
+
+    NOISE: the mixed overhead misses the goal by no more than the A/A pair
+    differs from 1, so this run cannot tell; rerun on a quieter machine.
+    """
+    out = []
+    mixed = [r for r in rows if r["config"] == "mixed"]
+    if mixed:
+        worst = max(mixed, key=lambda r: r["ratio"][0])
+        ratio, aa = pooled(mixed, "ratios"), pooled(mixed, "aa_ratios")
+        verdict = "PASS" if ratio - 1 <= OVERHEAD_GOAL else "FAIL"
+        if verdict == "FAIL" and ratio - 1 <= abs(aa - 1):
+            verdict = "NOISE"
+        out.append(
+            (
+                verdict,
+                f"mixed: fork/base over all {len(mixed)} cases {ratio:.3f} (goal "
+                f"<= {1 + OVERHEAD_GOAL:.2f}; A/A {aa:.3f}; "
+                f"worst case {worst['ratio'][0]:.3f}, {worst['workload']} "
+                f"{worst['requests']}, its A/A range "
+                f"{worst['aa'][1]:.3f}-{worst['aa'][2]:.3f})",
+            )
+        )
+    uniform = [r for r in rows if r["config"] == "uniform"]
+    if uniform:
+        sent = sum(r["ids_total"]["base"] + r["ids_total"]["fork"] for r in uniform)
+        out.append(
+            (PASS[sent == 0], f"uniform: block ids sent to zero, both trees: {sent}")
+        )
+        outside = [
+            r
+            for r in uniform
+            if not min(r["aa"][1], 1.0) <= r["ratio"][0] <= max(r["aa"][2], 1.0)
+        ]
+        out.append(
+            (
+                PASS[not outside],
+                f"uniform: fork/base median within the A/A range in "
+                f"{len(uniform) - len(outside)} of {len(uniform)} cases (over all: "
+                f"{pooled(uniform, 'ratios'):.3f}, A/A "
+                f"{pooled(uniform, 'aa_ratios'):.3f})",
+            )
+        )
+    return out
+
+
+def render(rows: list[dict[str, Any]], repeats: int, steps: int) -> str:
+    head = (
+        f"{'config':8} {'workload':8} {'reqs':>5} {'base µs':>8} {'fork µs':>8} "
+        f"{'fork/base [min-max]':>20} {'A/A [min-max]':>20} "
+        f"{'ids/step b':>10} {'ids/step f':>10}"
+    )
+    lines = [
+        f"CPU time per schedule() + update_from_output() step: median of "
+        f"{repeats} repeats, each the median of {steps} steps",
+        head,
+    ]
+    for r in rows:
+        ratio, aa = r["ratio"], r["aa"]
+        lines.append(
+            f"{r['config']:8} {r['workload']:8} {r['requests']:>5} "
+            f"{r['base_us']:>8.0f} {r['fork_us']:>8.0f} "
+            f"{ratio[0]:>6.3f} [{ratio[1]:.3f}-{ratio[2]:.3f}] "
+            f"{aa[0]:>6.3f} [{aa[1]:.3f}-{aa[2]:.3f}] "
+            f"{r['ids_base']:>10.1f} {r['ids_fork']:>10.1f}"
+        )
+    return "\n".join(lines)
+
+
+# --- processes ----------------------------------------------------------------
+
+
+class Worker:
+    """One checks/bench_scheduler.py process importing one tree's vllm."""
+
+    def __init__(self, label: str, tree: Path, venv: Path) -> None:
+        self.label, self.tree = label, tree
+        self.log: IO[str] = tempfile.NamedTemporaryFile(
+            "w+", prefix=f"bench-{label}-", suffix=".log"
+        )
+        env = {**test_env(BUILD / "hf-home"), "VLLM_LOGGING_LEVEL": "ERROR"}
+        self.proc = subprocess.Popen(
+            [python(venv), str(WORKER), str(tree)],
+            cwd=tree,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=env,
+            text=True,
+            bufsize=1,
+        )
+
+    def ready(self) -> None:
+        hello = self.receive(READY_TIMEOUT_S)
+        if not Path(hello["vllm_file"]).resolve().is_relative_to(self.tree.resolve()):
+            raise ForkToolError(f"{self.label}: imported {hello['vllm_file']}")
+
+    def send(self, request: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+
+    def receive(self, timeout: float = ANSWER_TIMEOUT_S) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        answer = json.loads(line) if line else {}
+        if not line or "error" in answer:
+            self.log.flush()
+            self.log.seek(0)
+            raise ForkToolError(
+                f"bench worker {self.label} ({self.tree}) failed "
+                f"(exit status {self.proc.poll()}):\n"
+                f"{answer.get('error') or self.log.read()[-4000:]}"
+            )
+        return answer
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.send(request)
+        return self.receive()
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def measure(
+    workers: dict[str, Worker], case: Case, repeats: int, steps: int
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """Set the case up in every process (in parallel: untimed), then take turns."""
+    setup = {"op": "setup", **case.__dict__}
+    for w in workers.values():
+        w.send(setup)
+    facts = {label: w.receive() for label, w in workers.items()}
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in workers}
+    order = list(workers)
+    for r in range(repeats):
+        for label in order[r % len(order) :] + order[: r % len(order)]:
+            runs[label].append(workers[label].ask({"op": "steps", "n": steps}))
+    return facts, runs
+
+
+def check_zeroing(case: Case, facts: dict[str, Any]) -> None:
+    """Each tree zeroes as the issue says it does; otherwise the run is wrong."""
+    want = dict(zip(("base", "fork"), ZEROING[case.config], strict=True))
+    want["base-aa"] = want["base"]
+    got = {label: f["zeroing"] for label, f in facts.items()}
+    if got != want:
+        raise ForkToolError(f"{case}: zeroing {got}, expected {want}")
+
+
+def run(
+    pins: Pins,
+    sizes: tuple[int, ...],
+    repeats: int,
+    steps: int,
+    check: str,
+    command: str,
+) -> bool:
+    """Measure every case; print the table and write build/results/<check>.json."""
+    if repeats < 1 or steps < 1 or repeats * steps > MAX_STEPS:
+        raise ForkToolError(
+            f"--repeats {repeats} --steps {steps}: each at least 1, together at "
+            f"most {MAX_STEPS} measured steps per case"
+        )
+    if not all(1 <= n <= MAX_REQUESTS for n in sizes):
+        raise ForkToolError(f"--sizes: each from 1 to {MAX_REQUESTS} requests")
+    if not (FORK / ".git").exists():
+        raise ForkToolError(f"no fork at {FORK}; run `python3 -m forktool setup`")
+    ensure_safe(FORK)  # results name the fork's HEAD tree
+    venv = venv_dir(pins)
+    if not (venv / COMPLETE).exists():
+        raise ForkToolError(f"no venv at {venv}; run `python3 -m forktool setup`")
+    hfcache.lay_out(REPO / "fixtures" / "hf", BUILD / "hf-home")
+    trees = {"base": worktree(FORK, BASE_TREE, BASE_TAG), "fork": FORK}
+    trees["base-aa"] = trees["base"]
+    start = time.monotonic()
+    workers = {label: Worker(label, trees[label], venv) for label in PROCESSES}
+    rows, raw = [], []
+    try:
+        for w in workers.values():
+            w.ready()
+        print(f"workers ready in {time.monotonic() - start:.0f} s", flush=True)
+        for case in cases(sizes):
+            facts, runs = measure(workers, case, repeats, steps)
+            check_zeroing(case, facts)
+            rows.append(summarise(case, runs))
+            raw.append({"case": case.__dict__, "facts": facts, "runs": runs})
+            print(render(rows[-1:], repeats, steps).splitlines()[-1], flush=True)
+    finally:
+        for w in workers.values():
+            w.close()
+    seconds = time.monotonic() - start
+    table = render(rows, repeats, steps)
+    verdicts = goals(rows)
+    summary = "\n".join(f"{verdict:5}  {text}" for verdict, text in verdicts)
+    print(f"\n{table}\n\n{summary}\n({seconds:.0f} s, {os.cpu_count()} CPUs)")
+    result = CheckResult(
+        check=check,
+        ok=all(verdict == "PASS" for verdict, _ in verdicts),
+        tree=fork_tree(FORK),
+        base_version=pins.version,
+        command=command,
+        seconds=round(seconds, 1),
+        counts={"cases": len(rows), "repeats": repeats, "steps": steps},
+        excerpts={"table": table, "goals": summary},
+        data={"configs": CONFIGS, "rows": rows, "raw": raw, "cpus": os.cpu_count()},
+    )
+    print(f"wrote {write(BUILD / 'results', result)}")
+    return result.ok
+
+
+def cmd_bench(pins: Pins, args: argparse.Namespace) -> bool:
+    command = "python3 -m forktool bench"
+    if args.quick:  # kept apart from the full run's results
+        return run(pins, (256,), 3, 10, "bench-quick", f"{command} --quick")
+    sizes = tuple(args.sizes)
+    command += f" --sizes {' '.join(map(str, sizes))} --repeats {args.repeats}"
+    command += f" --steps {args.steps}"
+    return run(pins, sizes, args.repeats, args.steps, "bench", command)
+
+
+def add_parser(sub: Any) -> None:
+    bench = sub.add_parser(
+        "bench", help="scheduler cost per step, fork against base (CPU)"
+    )
+    bench.add_argument(
+        "--quick", action="store_true", help="256 requests only, 3x10 steps"
+    )
+    bench.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    bench.add_argument("--repeats", type=int, default=5)
+    bench.add_argument("--steps", type=int, default=20)
+    bench.set_defaults(run=cmd_bench)

@@ -1,0 +1,197 @@
+"""checks/gpu_zeroing_bench.py where no GPU is: source extraction and skip path."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "checks" / "gpu_zeroing_bench.py"
+FORK_UTILS = REPO / "build" / "vllm" / "vllm" / "v1" / "worker" / "utils.py"
+
+UTILS = """\
+import torch
+from vllm.triton_utils import tl, triton
+
+
+def unrelated():
+    return 1
+
+
+@triton.jit
+def _zero_kv_blocks_kernel(
+    seg_addrs_ptr,
+    BLOCK_SIZE: tl.constexpr,
+):
+    pass
+
+
+class KVBlockZeroer:
+    def zero_block_ids(self, block_ids):
+        return block_ids
+"""
+
+
+NO_CUDA = "class cuda:\n    is_available = staticmethod(lambda: False)\n"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("gpu_zeroing_bench", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_extract_takes_the_kernel_with_its_decorator_and_the_zeroer():
+    code = load_script().extract(UTILS)
+    assert code.startswith("@triton.jit\ndef _zero_kv_blocks_kernel(")
+    assert "class KVBlockZeroer:" in code
+    assert "unrelated" not in code
+    compile(code, "extracted", "exec")
+
+
+def test_extract_names_what_is_missing():
+    script = load_script()
+    with pytest.raises(script.SourceError, match="KVBlockZeroer"):
+        script.extract(UTILS.split("class KVBlockZeroer")[0])
+
+
+@pytest.mark.skipif(not FORK_UTILS.exists(), reason="no fork at build/vllm")
+def test_extract_reads_the_fork():
+    code = load_script().extract(FORK_UTILS.read_text())
+    assert "_zero_kv_blocks_kernel[grid](" in code
+
+
+def carried(tmp_path: Path) -> Path:
+    folder = tmp_path / "carry"
+    folder.mkdir()
+    (folder / "utils.py").write_text(UTILS)
+    meta = {"tree": "0" * 40, "base_version": "0.33.0"}
+    (folder / "source.json").write_text(json.dumps(meta))
+    return folder
+
+
+def fake_package(root: Path, name: str, body: str) -> None:
+    (root / name).mkdir(parents=True)
+    (root / name / "__init__.py").write_text(body)
+
+
+def run_script(tmp_path: Path, fakes: Path, *args: str):
+    env = {"PYTHONPATH": str(fakes), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+
+
+@pytest.mark.parametrize(
+    "fakes, reason",
+    [
+        ({"torch": "raise ImportError('no torch here')"}, "torch not installed"),
+        (
+            {
+                "torch": NO_CUDA,
+                "triton": "raise ImportError('no triton here')",
+            },
+            "triton not installed",
+        ),
+        (
+            {
+                "torch": NO_CUDA,
+                "triton": "",
+            },
+            "no CUDA device",
+        ),
+    ],
+)
+def test_skips_with_the_reason_and_writes_nothing(tmp_path, fakes, reason):
+    for name, body in fakes.items():
+        fake_package(tmp_path / "fakes", name, body)
+    results = tmp_path / "results"
+    run = run_script(
+        tmp_path,
+        tmp_path / "fakes",
+        "run",
+        str(carried(tmp_path)),
+        "--results",
+        str(results),
+    )
+    assert run.returncode == 0, run.stderr
+    assert f"SKIP gpu-zeroing: {reason}" in run.stdout
+    assert not results.exists()
+
+
+def test_a_source_without_the_kernel_is_an_error_not_a_skip(tmp_path):
+    fake_package(tmp_path / "fakes", "torch", "raise ImportError('no torch here')")
+    source = carried(tmp_path)
+    (source / "utils.py").write_text("def something_else():\n    pass\n")
+    run = run_script(tmp_path, tmp_path / "fakes", "run", str(source))
+    assert run.returncode == 2
+    assert "no top-level _zero_kv_blocks_kernel, KVBlockZeroer" in run.stderr
+
+
+def test_carry_refuses_what_is_not_a_fork_tree(tmp_path):
+    run = run_script(tmp_path, tmp_path, "carry", str(tmp_path), str(tmp_path / "c"))
+    assert run.returncode == 2
+    assert "is not a fork tree" in run.stderr
+
+
+def test_carry_copies_the_forks_file_and_names_its_tree(tmp_path):
+    fork = tmp_path / "fork"
+    utils = fork / "vllm" / "v1" / "worker" / "utils.py"
+    utils.parent.mkdir(parents=True)
+    utils.write_text(UTILS)
+    git = ["git", "-C", str(fork)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    tree = subprocess.run(
+        [*git, "write-tree"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    ident = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, *ident, "commit", "-qm", "fork"], check=True)
+    dest = tmp_path / "carry"
+    run = run_script(tmp_path, tmp_path, "carry", str(fork), str(dest))
+    assert run.returncode == 0, run.stderr
+    assert (dest / "utils.py").read_text() == UTILS
+    meta = json.loads((dest / "source.json").read_text())
+    assert meta["tree"] == tree
+    assert meta["base_version"]
+
+
+INTERPRETED = """
+import sys, tempfile
+from pathlib import Path
+import torch
+sys.path.insert(0, sys.argv[1])
+import gpu_zeroing_bench as g
+module = g.load_kernel(g.extract(Path(sys.argv[2]).read_text()), Path(sys.argv[3]))
+caches, zeroer = g.make_stage(module, torch, torch.device("cpu"), 3, 64)
+assert g.check_zeroing(torch, caches, zeroer, [3, 10, 11, 40])
+zero = sum(int((c.view(64, -1) == 0).all(1).sum()) for c in caches)
+print(f"zeroed blocks: {zero}")
+"""
+
+
+@pytest.mark.skipif(not FORK_UTILS.exists(), reason="no fork at build/vllm")
+def test_the_forks_zeroer_clears_exactly_its_blocks_in_the_interpreter(tmp_path):
+    """The fork's kernel, as the script drives it, run by Triton on the CPU."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    run = subprocess.run(
+        [sys.executable, "-c", INTERPRETED, str(SCRIPT.parent), str(FORK_UTILS)]
+        + [str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "zeroed blocks: 12" in run.stdout  # 4 blocks in each of 3 layers
