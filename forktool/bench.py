@@ -337,7 +337,15 @@ def cmd_bench(pins: Pins, args: argparse.Namespace) -> bool:
 
 def add_parser(sub: Any) -> None:
     bench = sub.add_parser(
-        "bench", help="scheduler cost per step, fork against base (CPU)"
+        "bench",
+        help="scheduler cost per step, fork against base (CPU)",
+        description="Time vLLM's real Scheduler (schedule() + update_from_output()) "
+        "on planner-made KV cache configs, the base's code and the fork's in "
+        "processes of their own, interleaved, with an A/A pair for the noise "
+        "floor; print the table and write build/results/bench.json "
+        "(bench-quick.json with --quick). Needs the venv and the fork (setup); "
+        "refuses sizes the workers cannot hold. Writes: build/results/, "
+        "build/trees/bench-base.",
     )
     bench.add_argument(
         "--quick", action="store_true", help="256 requests only, 3x10 steps"
