@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import tomllib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parseaddr
@@ -47,6 +48,7 @@ REQUIRED = {
     "ci-impact": TEST,
     "planner-fuzz": TEST,
     "fuzz-catches-base": TEST,
+    "overrides": TEST,
 }
 OPTIONAL = {"bench": "python3 -m forktool bench"}
 NOT_MEASURED = "not measured"
@@ -213,6 +215,11 @@ def suite_rows(suite: CheckResult | None) -> list[str]:
     ]
 
 
+def outcome_text(outcomes: dict[str, str]) -> str:
+    counts = Counter(outcomes.values())
+    return ", ".join(f"{counts[o]} {o}" for o in OUTCOMES if counts[o])
+
+
 def other_rows(found: dict[str, CheckResult | None]) -> list[str]:
     rows = []
     fuzz, caught = found["planner-fuzz"], found["fuzz-catches-base"]
@@ -239,6 +246,16 @@ def other_rows(found: dict[str, CheckResult | None]) -> list[str]:
             )
             if hooks
             else NOT_MEASURED
+        )
+        + " |"
+    )
+    overrides = found["overrides"]
+    rows.append(
+        "| Out-of-tree overrides of `needs_kv_cache_zeroing` (replace, wrap "
+        "`fget`, `__dict__` lookup) | "
+        + " | ".join(
+            outcome_text(overrides.data[tree]) if overrides else NOT_MEASURED
+            for tree in ("base", "fork")
         )
         + " |"
     )
@@ -322,6 +339,18 @@ def gpu_block(gpu: CheckResult | None, prose: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def overrides_block(overrides: CheckResult | None) -> str:
+    if overrides is None:
+        return ""
+    return (
+        collapsed(
+            "Out-of-tree override checks, vLLM as released against this series",
+            fence(f"$ {overrides.command}\n{overrides.data['table']}"),
+        )
+        + "\n"
+    )
+
+
 def bench_block(bench: CheckResult | None, prose: dict[str, Any]) -> str:
     lines = [
         "### Performance of the trade-off\n",
@@ -392,6 +421,7 @@ def validation(
         "\n".join(table) + "\n",
         evidence,
         precommit_block(found["pre-commit"]),
+        overrides_block(found["overrides"]),
         ci + "\n",
         gpu_block(gpu, prose),
         bench_block(found["bench"], prose),

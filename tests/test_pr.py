@@ -149,6 +149,21 @@ def synthetic_results(store: Path, tree: str) -> None:
         ),
         "planner-fuzz": ({"passed": 4}, {}, {}),
         "fuzz-catches-base": ({"violations": 3}, {}, {}),
+        "overrides": (
+            {"passed": 2},
+            {},
+            {
+                "table": "check  base  fork\nreplace  ok  ok",
+                "base": {
+                    "checks/t.py::replace": "passed",
+                    "checks/t.py::new": "failed",
+                },
+                "fork": {
+                    "checks/t.py::replace": "passed",
+                    "checks/t.py::new": "passed",
+                },
+            },
+        ),
     }
     assert set(made) == set(pr.REQUIRED)
     for check, (counts, excerpts, data) in made.items():
@@ -208,6 +223,8 @@ def test_renders_the_kit_from_a_results_set(fork, tmp_path):
     assert "no pass is claimed" in text and "Need 2 GPUs" in text
     assert "CUDA_VISIBLE_DEVICES=0,1" in text and "-k test_pp_mixed" in text
     assert "Benchmark: not measured" in text
+    assert "`__dict__` lookup) | 1 passed, 1 failed | 2 passed |" in text
+    assert "replace  ok  ok" in text  # the override table, as measured
     assert "Sign-off still to do" in text
     assert "- [x] AI assistance was used" in text
     assert "- [ ] I ran the checklist skill." in text
