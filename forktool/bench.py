@@ -282,7 +282,7 @@ def run(
         raise ForkToolError(f"--sizes: each from 1 to {MAX_REQUESTS} requests")
     if not (FORK / ".git").exists():
         raise ForkToolError(f"no fork at {FORK}; run `python3 -m forktool setup`")
-    ensure_safe(FORK)  # results name the fork's HEAD tree
+    ensure_safe(FORK, "bench")  # results name the fork's HEAD tree
     venv = venv_dir(pins)
     if not (venv / COMPLETE).exists():
         raise ForkToolError(f"no venv at {venv}; run `python3 -m forktool setup`")
