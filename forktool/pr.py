@@ -359,13 +359,17 @@ def bench_block(bench: CheckResult | None, prose: dict[str, Any]) -> str:
     if bench is None:
         lines.append(f"Benchmark: {NOT_MEASURED}; no performance claim is made.\n")
         return "\n".join(lines)
-    lines.append(f"Measured by `{bench.command}` on {bench.date}:\n")
-    if isinstance(bench.data.get("markdown"), str):
-        lines.append(bench.data["markdown"].strip() + "\n")
+    lines.append(
+        f"Measured by `{bench.command}` on {bench.date} "
+        f"({'goals met' if bench.ok else 'goals NOT met'}):\n"
+    )
+    if "goals" in bench.excerpts:
+        lines.append(fence(bench.excerpts["goals"]) + "\n")
     elif bench.counts:
         lines.append(", ".join(f"{k}: {v}" for k, v in bench.counts.items()) + "\n")
     for name, text in bench.excerpts.items():
-        lines.append(collapsed(name, fence(text)) + "\n")
+        if name != "goals":
+            lines.append(collapsed(name, fence(text)) + "\n")
     return "\n".join(lines)
 
 

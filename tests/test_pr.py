@@ -361,11 +361,14 @@ def test_renders_a_bench_result_when_there_is_one(fork, tmp_path):
         tree,
         "0.1",
         "python3 -m forktool bench",
-        data={"markdown": "| Stage | ms |\n| --- | --- |\n| zeroing | 0.25 |"},
-        excerpts={"bench output": "$ python bench.py\nzeroing 0.25 ms"},
+        excerpts={
+            "goals": "PASS  mixed: fork/base 1.004",
+            "table": "config  fork/base\nmixed   1.004",
+        },
     )
     results.write(store, bench)
     make_kit(fork, store, out)
     text = (out / "description.md").read_text()
-    assert "| zeroing | 0.25 |" in text and "zeroing 0.25 ms" in text
+    assert "(goals met)" in text and "PASS  mixed: fork/base 1.004" in text
+    assert "mixed   1.004" in text  # the table, collapsed
     assert "Benchmark: not measured" not in text
