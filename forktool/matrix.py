@@ -5,13 +5,16 @@ Regression matrix: the series' targeted tests on the pristine base's code
 tests must fail on the base and everything must pass at every patch, which
 is what makes the series bisectable.
 
-Suite comparison: upstream's CPU selection on the pristine base and on the
-fork; the series may add passing tests but must not lose any.
+Suite comparison: upstream's CPU selection on the fork, and its collected
+test ids against the pristine base's; the base runs only the tests that do
+not pass on the fork, to tell a failure the series brings from one the base
+already has. The series may add passing tests but must not lose any.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from forktool.fork import BASE_TAG, git, series_tests_on_base, worktree
@@ -68,37 +71,89 @@ def regression_matrix(
     return ok
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """Upstream's selection on the fork against the same selection on the base."""
+
+    added: list[str]
+    """Collected on the fork only: tests the series adds."""
+    lost: list[str]
+    """Collected on the base only: tests the series removes."""
+    new: list[str]
+    """Fail on the fork, not on the base (or the base lacks them)."""
+    pre_existing: list[str]
+    """Fail on the fork and on the base alike."""
+    skipped: list[str]
+    """Pass on the base, skipped on the fork."""
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.new or self.skipped)
+
+    def report(self) -> list[str]:
+        kinds = [
+            ("collected on the base, not on the fork", self.lost),
+            ("fails on the fork, not on the base", self.new),
+            ("fails on the fork and on the base (pre-existing)", self.pre_existing),
+            ("passes on the base, skipped on the fork", self.skipped),
+        ]
+        return [f"SUITE: {what}: {test}" for what, tests in kinds for test in tests]
+
+
+def needs_base(on_fork: Result, base_ids: set[str]) -> list[str]:
+    """The fork's tests that did not pass and that the base has too."""
+    return sorted(
+        t for t, o in on_fork.outcomes.items() if o != "passed" and t in base_ids
+    )
+
+
+def compare(
+    fork_ids: set[str], base_ids: set[str], on_fork: Result, on_base: Result
+) -> Comparison:
+    """Classify the fork's outcomes; `on_base` ran `needs_base`'s tests."""
+    failing = set(on_fork.with_outcome("failed", "error"))
+    failing_on_base = failing & set(on_base.with_outcome("failed", "error"))
+    skipped = set(on_fork.with_outcome("skipped")) & set(on_base.with_outcome("passed"))
+    return Comparison(
+        added=sorted(fork_ids - base_ids),
+        lost=sorted(base_ids - fork_ids),
+        new=sorted(failing - failing_on_base),
+        pre_existing=sorted(failing_on_base),
+        skipped=sorted(skipped),
+    )
+
+
 def suite_vs_base(
     fork: Path, trees: Path, runner: Runner, selection: Selection
 ) -> bool:
-    """Upstream's CPU selection on the pristine base and on the fork, side by side."""
+    """Upstream's CPU selection on the fork, compared with the pristine base."""
     base = worktree(fork, trees / "base", BASE_TAG)
-    jobs = [
-        (tree, name, args)
-        for name, args in selection.runs.items()
-        for tree in (base, fork)
-    ]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(
-            pool.map(
-                lambda job: runner.run(
-                    job[0], job[2], f"{job[1]}-{'base' if job[0] == base else 'fork'}"
-                ),
-                jobs,
-            )
-        )
     ok = True
-    for i, name in enumerate(selection.runs):
-        on_base, on_fork = results[2 * i], results[2 * i + 1]
-        print(f"{name}: base {on_base.summary()}; fork {on_fork.summary()}")
-        lost = set(on_base.with_outcome("passed")) - set(on_fork.with_outcome("passed"))
-        failing = on_fork.with_outcome("failed", "error")
-        for test in sorted(lost):
-            print(f"SUITE: passes on the base, not on the fork: {test}")
-        for test in failing:
-            print(f"SUITE: fails on the fork: {test}")
-        if lost or failing or not on_fork.outcomes:
-            ok = False
+    for name, args in selection.runs.items():
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            on_base = pool.submit(runner.collect, base, args, f"{name}-base-collect")
+            fork_ids = set(runner.collect(fork, args, f"{name}-fork-collect"))
+            base_ids = set(on_base.result())
+        on_fork = runner.run(fork, args, f"{name}-fork", workers=2)
+        print(f"{name}: fork {on_fork.summary()}")
+        rerun = needs_base(on_fork, base_ids)
+        options = tuple(a for a in args if not a.startswith("tests/"))
+        on_base = (
+            runner.run(base, (*options, *rerun), f"{name}-base") if rerun else Result()
+        )
+        comparison = compare(fork_ids, base_ids, on_fork, on_base)
+        print(
+            f"{name}: collected {len(fork_ids)} on the fork, {len(base_ids)} on the "
+            f"base: {len(comparison.added)} only on the fork (added by the series), "
+            f"{len(comparison.lost)} only on the base"
+        )
+        if rerun:
+            print(
+                f"{name}: base, the {len(rerun)} not passing on the fork: "
+                f"{on_base.summary()}"
+            )
+        print("\n".join(comparison.report()) or f"{name}: nothing lost, nothing new")
+        ok = ok and comparison.ok and bool(on_fork.outcomes)
     print(f"upstream selection: {'ok' if ok else 'FAILED'}")
     return ok
 

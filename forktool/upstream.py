@@ -2,7 +2,8 @@
 
 The selection lives in upstream-tests.toml. Outcomes are read from pytest's
 JUnit XML and cached by the tested tree's git tree id: a clean tree with the
-same content, arguments, fixtures and venv cannot give another result.
+same content, arguments, fixtures and venv cannot give another result. While
+pytest runs, its verbose log in build/logs/ is read for a progress line.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -19,11 +21,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from forktool.errors import ForkToolError
 from forktool.fork import git
 from forktool.pins import cache_dir
 from forktool.venv import python
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
+PROGRESS_EVERY = 20.0
+"""Seconds between progress lines while a selection runs."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,51 @@ def _digest(fixtures: Path) -> str:
     return digest.hexdigest()
 
 
+# pytest -v: "tests/a.py::test_b PASSED   [ 4%]"; with xdist:
+# "[gw0] [  4%] PASSED tests/a.py::test_b".
+_VERDICT = r"(?P<outcome>PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)"
+_REPORTS = (
+    re.compile(rf"^(?P<test>\S+::.+?) {_VERDICT}\b"),
+    re.compile(rf"^\[gw\d+\] \[\s*\d+%\] {_VERDICT} (?P<test>\S+::.+?)\s*$"),
+)
+# The header: "collecting ... collected 40 items / 3 deselected / 37 selected",
+# "collecting ... collected 40 items"; with xdist "2 workers [37 items]".
+_TOTAL = re.compile(
+    r"collected \d+ items? / .*?(\d+) selected$|collected (\d+) items?$"
+    r"|^\d+ workers? \[(\d+) items?\]$",
+    re.M,
+)
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    failed: int
+    total: int | None
+
+    @classmethod
+    def of(cls, log: str) -> Progress:
+        """How far a `pytest -v` run has come, from its output so far."""
+        outcomes: dict[str, str] = {}
+        for line in log.splitlines():
+            match = _REPORTS[0].match(line) or _REPORTS[1].match(line)
+            # A test that errors in teardown after passing is reported twice.
+            if match and outcomes.get(match["test"]) not in ("FAILED", "ERROR"):
+                outcomes[match["test"]] = match["outcome"]
+        failed = sum(o in ("FAILED", "ERROR") for o in outcomes.values())
+        header = _TOTAL.search(log)
+        total = int(next(n for n in header.groups() if n)) if header else None
+        return cls(len(outcomes), failed, total)
+
+    def line(self, seconds: float) -> str:
+        of = f"/{self.total}" if self.total is not None else ""
+        minutes, rest = divmod(int(seconds), 60)
+        return (
+            f"{self.done}{of} tests done, {self.failed} failed, "
+            f"{minutes} min {rest:02d} s"
+        )
+
+
 @dataclass(frozen=True)
 class Runner:
     """Everything a pytest run depends on besides the tree and its arguments."""
@@ -142,18 +192,20 @@ class Runner:
     excluded: dict[str, str]
     logs: Path
 
-    def run(self, tree: Path, args: tuple[str, ...], label: str) -> Result:
-        """Run pytest with `args` in `tree`, which is what `import vllm` loads."""
+    def _cached(self, kind: str, tree: Path, args: tuple[str, ...]) -> Path | None:
+        """Where the outcome of `kind` on this clean tree is kept; None if dirty."""
         content = tree_id(tree)
+        if content is None:
+            return None
         key = json.dumps(
-            [content, args, self.excluded, _digest(self.fixtures), self.venv.name]
+            [kind, content, args, self.excluded, _digest(self.fixtures), self.venv.name]
         )
-        cached = (
-            cache_dir() / "results" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
-        )
-        if content and cached.exists():
-            return Result(**json.loads(cached.read_text()), cached=True)
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        return cache_dir() / "results" / f"{digest}.json"
 
+    def _pytest(self, tree: Path, args: tuple[str, ...]) -> list[str]:
+        # `python -m pytest` puts the working directory first on sys.path,
+        # so `import vllm` loads this tree's vllm/, whichever tree it is.
         # Paths the tree lacks (a test file a later patch adds) are left out.
         args = tuple(
             a
@@ -161,22 +213,67 @@ class Runner:
             if not a.startswith("tests/") or (tree / a.split("::")[0]).exists()
         )
         deselect = [f"--deselect={test}" for test in self.excluded]
+        cmd = [python(self.venv), "-m", "pytest", "-p", "no:cacheprovider"]
+        return [*cmd, *deselect, *args]
+
+    def collect(self, tree: Path, args: tuple[str, ...], label: str) -> list[str]:
+        """The test ids `args` select in `tree` (pytest --collect-only)."""
+        cached = self._cached("collect", tree, args)
+        if cached and cached.exists():
+            return json.loads(cached.read_text())
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = self.logs / f"{label}.log"
+        cmd = [*self._pytest(tree, args), "--collect-only", "-q"]
+        start = time.monotonic()
+        with log.open("w") as out:
+            code = subprocess.run(
+                cmd, cwd=tree, env=test_env(self.hf_home), stdout=out, stderr=out
+            ).returncode
+        seconds = time.monotonic() - start
+        print(f"[{label}] collected in {seconds:.0f} s (log: {log})", flush=True)
+        if code not in (0, 5):  # 5: nothing collected
+            raise ForkToolError(f"pytest could not collect {label}; see {log}")
+        ids = [line for line in log.read_text().splitlines() if "::" in line]
+        if cached:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_text(json.dumps(ids))
+        return ids
+
+    def run(
+        self, tree: Path, args: tuple[str, ...], label: str, workers: int = 1
+    ) -> Result:
+        """Run pytest with `args` in `tree`, which is what `import vllm` loads.
+
+        With `workers` > 1, pytest-xdist hands the tests out to that many
+        processes as each finishes its last.
+        """
+        cached = self._cached("run", tree, args)
+        if cached and cached.exists():
+            return Result(**json.loads(cached.read_text()), cached=True)
+
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{label}.log"
         with tempfile.TemporaryDirectory() as tmp, log.open("w") as out:
             junit = Path(tmp, "junit.xml")
-            # `python -m pytest` puts the working directory first on sys.path,
-            # so `import vllm` loads this tree's vllm/, whichever tree it is.
-            cmd = [python(self.venv), "-m", "pytest", "-p", "no:cacheprovider"]
-            cmd += ["-q", "-rfE", f"--junitxml={junit}", *deselect, *args]
+            cmd = [*self._pytest(tree, args), "-v", "-rfE", f"--junitxml={junit}"]
+            if workers > 1:
+                cmd += ["-n", str(workers)]
             print(f"[{label}] {' '.join(cmd[1:])}  (log: {log})", flush=True)
             start = time.monotonic()
-            subprocess.run(
+            proc = subprocess.Popen(
                 cmd, cwd=tree, env=test_env(self.hf_home), stdout=out, stderr=out
             )
+            while True:
+                try:
+                    proc.wait(timeout=PROGRESS_EVERY)
+                    break
+                except subprocess.TimeoutExpired:
+                    progress = Progress.of(log.read_text(errors="replace"))
+                    seconds = time.monotonic() - start
+                    print(f"[{label}] {progress.line(seconds)}", flush=True)
             result = parse_junit(tree, junit) if junit.exists() else Result()
         result.seconds = time.monotonic() - start
-        if content and result.outcomes:
+        if cached and result.outcomes:
             cached.parent.mkdir(parents=True, exist_ok=True)
             data = {k: getattr(result, k) for k in ("outcomes", "reasons", "seconds")}
             cached.write_text(json.dumps(data))
