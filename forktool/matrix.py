@@ -13,10 +13,12 @@ already has. The series may add passing tests but must not lose any.
 
 from __future__ import annotations
 
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from forktool.errors import ForkToolError
 from forktool.fork import BASE_TAG, git, series_tests_on_base, worktree
 from forktool.upstream import Result, Runner, Selection
 
@@ -123,6 +125,40 @@ def compare(
     )
 
 
+def shards(ids: list[str], count: int) -> list[list[str]]:
+    """The test files of `ids` in `count` shards of about as many tests each."""
+    per_file = Counter(test.split("::")[0] for test in ids)
+    files: list[list[str]] = [[] for _ in range(count)]
+    sizes = [0] * count
+    for file, tests in sorted(per_file.items(), key=lambda item: (-item[1], item[0])):
+        lightest = sizes.index(min(sizes))
+        files[lightest].append(file)
+        sizes[lightest] += tests
+    return [sorted(shard) for shard in files if shard]
+
+
+def _on_fork(
+    fork: Path, runner: Runner, name: str, options: tuple[str, ...], ids: list[str]
+) -> Result:
+    """The fork's tests in two processes side by side, whole files in each."""
+    parts = shards(ids, 2)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(
+            pool.map(
+                lambda part: runner.run(
+                    fork, (*options, *part[1]), f"{name}-fork-{part[0]}"
+                ),
+                enumerate(parts, 1),
+            )
+        )
+    merged = Result(seconds=max((r.seconds for r in results), default=0.0))
+    merged.cached = bool(results) and all(r.cached for r in results)
+    for result in results:
+        merged.outcomes.update(result.outcomes)
+        merged.reasons.update(result.reasons)
+    return merged
+
+
 def suite_vs_base(
     fork: Path, trees: Path, runner: Runner, selection: Selection
 ) -> bool:
@@ -130,14 +166,21 @@ def suite_vs_base(
     base = worktree(fork, trees / "base", BASE_TAG)
     ok = True
     for name, args in selection.runs.items():
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            on_base = pool.submit(runner.collect, base, args, f"{name}-base-collect")
-            fork_ids = set(runner.collect(fork, args, f"{name}-fork-collect"))
-            base_ids = set(on_base.result())
-        on_fork = runner.run(fork, args, f"{name}-fork", workers=2)
+        try:
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                on_base = pool.submit(
+                    runner.collect, base, args, f"{name}-base-collect"
+                )
+                collected = runner.collect(fork, args, f"{name}-fork-collect")
+                fork_ids, base_ids = set(collected), set(on_base.result())
+        except ForkToolError as e:
+            print(f"SUITE: {e}")
+            ok = False
+            continue
+        options = tuple(a for a in args if not a.startswith("tests/"))
+        on_fork = _on_fork(fork, runner, name, options, collected)
         print(f"{name}: fork {on_fork.summary()}")
         rerun = needs_base(on_fork, base_ids)
-        options = tuple(a for a in args if not a.startswith("tests/"))
         on_base = (
             runner.run(base, (*options, *rerun), f"{name}-base") if rerun else Result()
         )

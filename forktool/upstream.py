@@ -239,14 +239,8 @@ class Runner:
             cached.write_text(json.dumps(ids))
         return ids
 
-    def run(
-        self, tree: Path, args: tuple[str, ...], label: str, workers: int = 1
-    ) -> Result:
-        """Run pytest with `args` in `tree`, which is what `import vllm` loads.
-
-        With `workers` > 1, pytest-xdist hands the tests out to that many
-        processes as each finishes its last.
-        """
+    def run(self, tree: Path, args: tuple[str, ...], label: str) -> Result:
+        """Run pytest with `args` in `tree`, which is what `import vllm` loads."""
         cached = self._cached("run", tree, args)
         if cached and cached.exists():
             return Result(**json.loads(cached.read_text()), cached=True)
@@ -256,8 +250,6 @@ class Runner:
         with tempfile.TemporaryDirectory() as tmp, log.open("w") as out:
             junit = Path(tmp, "junit.xml")
             cmd = [*self._pytest(tree, args), "-v", "-rfE", f"--junitxml={junit}"]
-            if workers > 1:
-                cmd += ["-n", str(workers)]
             print(f"[{label}] {' '.join(cmd[1:])}  (log: {log})", flush=True)
             start = time.monotonic()
             proc = subprocess.Popen(

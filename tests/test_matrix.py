@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from forktool.matrix import compare, needs_base
+from forktool.matrix import compare, needs_base, shards
 from forktool.upstream import Result
 
 
@@ -66,3 +66,11 @@ def test_a_failure_the_base_did_not_report_is_new():
     comparison = compare(ids("old_bug"), ids("old_bug"), on_fork, Result())
     assert comparison.new == sorted(ids("old_bug"))
     assert not comparison.ok
+
+
+def test_shards_keep_files_whole_and_balance_the_test_count():
+    tests = [f"a.py::t{i}" for i in range(6)] + [f"b.py::t{i}" for i in range(4)]
+    tests += [f"c.py::t{i}" for i in range(3)] + ["d.py::t"]
+    assert shards(tests, 2) == [["a.py", "d.py"], ["b.py", "c.py"]]
+    assert shards(tests[:6], 2) == [["a.py"]]
+    assert shards([], 2) == []
