@@ -250,7 +250,11 @@ class Runner:
         with tempfile.TemporaryDirectory() as tmp, log.open("w") as out:
             junit = Path(tmp, "junit.xml")
             cmd = [*self._pytest(tree, args), "-v", "-rfE", f"--junitxml={junit}"]
-            print(f"[{label}] {' '.join(cmd[1:])}  (log: {log})", flush=True)
+            line = " ".join(cmd[1:])
+            out.write(f"{line}\n\n")
+            out.flush()
+            shown = line if len(line) < 400 else f"{line[:400]} ..."
+            print(f"[{label}] {shown}  (log: {log})", flush=True)
             start = time.monotonic()
             proc = subprocess.Popen(
                 cmd, cwd=tree, env=test_env(self.hf_home), stdout=out, stderr=out

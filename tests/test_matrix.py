@@ -68,9 +68,11 @@ def test_a_failure_the_base_did_not_report_is_new():
     assert not comparison.ok
 
 
-def test_shards_keep_files_whole_and_balance_the_test_count():
-    tests = [f"a.py::t{i}" for i in range(6)] + [f"b.py::t{i}" for i in range(4)]
-    tests += [f"c.py::t{i}" for i in range(3)] + ["d.py::t"]
-    assert shards(tests, 2) == [["a.py", "d.py"], ["b.py", "c.py"]]
-    assert shards(tests[:6], 2) == [["a.py"]]
+def test_shards_deal_out_the_tests_in_turn_keeping_their_order():
+    tests = ["a.py::t", "b.py::slow[1]", "b.py::slow[2]", "b.py::slow[3]", "c.py::t"]
+    assert shards(tests, 2) == [
+        ["a.py::t", "b.py::slow[2]", "c.py::t"],
+        ["b.py::slow[1]", "b.py::slow[3]"],
+    ]
+    assert shards(tests[:1], 2) == [["a.py::t"]]
     assert shards([], 2) == []
