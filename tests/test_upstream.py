@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from forktool.upstream import Progress
+import subprocess
+import sys
+
+from forktool import upstream
+from forktool.upstream import Progress, Runner
 from forktool.venv import uv_index_options
 
 # Real `pytest -v -rfE` output (pytest 9.1) of a file with a pass, a failure,
@@ -110,3 +114,50 @@ test_demo.py::test_e[a b]
 
 def test_progress_under_xdist():
     assert Progress.of(XDIST) == Progress(done=5, failed=2, total=7)
+
+
+def test_runner_collects_runs_reports_progress_and_caches(
+    tmp_path, monkeypatch, capsys
+):
+    """A real pytest run in a tiny committed tree, with this interpreter."""
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(upstream, "PROGRESS_EVERY", 0.2)
+    tree = tmp_path / "tree"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "tests" / "test_x.py").write_text(
+        "import time\n\n"
+        "def test_pass():\n    pass\n\n"
+        "def test_fail():\n    assert False\n\n"
+        "def test_slow():\n    time.sleep(1.5)\n"
+    )
+    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "tests"], check=True)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    fixtures = tmp_path / "fixtures"
+    fixtures.mkdir()
+    runner = Runner(venv, fixtures, tmp_path / "hf", {}, tmp_path / "logs")
+    args = ("tests/test_x.py",)
+
+    assert runner.collect(tree, args, "collect") == [
+        "tests/test_x.py::test_pass",
+        "tests/test_x.py::test_fail",
+        "tests/test_x.py::test_slow",
+    ]
+    result = runner.run(tree, args, "run")
+    assert result.outcomes == {
+        "tests/test_x.py::test_pass": "passed",
+        "tests/test_x.py::test_fail": "failed",
+        "tests/test_x.py::test_slow": "passed",
+    }
+    assert not result.cached
+    assert "[run] 2/3 tests done, 1 failed" in capsys.readouterr().out
+    assert "test_slow PASSED" in (tmp_path / "logs" / "run.log").read_text()
+
+    again = runner.run(tree, args, "run")
+    assert again.cached and again.outcomes == result.outcomes
+    (tree / "tests" / "test_y.py").write_text("def test_new():\n    pass\n")
+    assert not runner.run(tree, args, "run").cached  # uncommitted: run again
