@@ -233,7 +233,9 @@ class Runner:
         print(f"[{label}] collected in {seconds:.0f} s (log: {log})", flush=True)
         if code not in (0, 5):  # 5: nothing collected
             raise ForkToolError(f"pytest could not collect {label}; see {log}")
-        ids = [line for line in log.read_text().splitlines() if "::" in line]
+        # One id a line; warnings that follow may name ids too, indented.
+        lines = log.read_text().splitlines()
+        ids = [t for t in lines if "::" in t and (tree / t.split("::")[0]).is_file()]
         if cached:
             cached.parent.mkdir(parents=True, exist_ok=True)
             cached.write_text(json.dumps(ids))
