@@ -5,15 +5,19 @@ Regression matrix: the series' targeted tests on the pristine base's code
 tests must fail on the base and everything must pass at every patch, which
 is what makes the series bisectable.
 
-Suite comparison: upstream's CPU selection on the pristine base and on the
-fork; the series may add passing tests but must not lose any.
+Suite comparison: upstream's CPU selection on the fork, and its collected
+test ids against the pristine base's; the base runs only the tests that do
+not pass on the fork, to tell a failure the series brings from one the base
+already has. The series may add passing tests but must not lose any.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
+from forktool.errors import ForkToolError
 from forktool.fork import BASE_TAG, git, series_tests_on_base, worktree
 from forktool.pins import REPO
 from forktool.results import Measured
@@ -133,43 +137,144 @@ def _regression(runner: Runner, tree: Path, selection: Selection, name: str) -> 
     return result
 
 
-def suite_vs_base(
-    fork: Path, trees: Path, runner: Runner, selection: Selection
-) -> Measured:
-    """Upstream's CPU selection on the pristine base and on the fork, side by side."""
-    base = worktree(fork, trees / "base", BASE_TAG)
-    jobs = [
-        (tree, name, args)
-        for name, args in selection.runs.items()
-        for tree in (base, fork)
-    ]
+@dataclass(frozen=True)
+class Comparison:
+    """Upstream's selection on the fork against the same selection on the base."""
+
+    added: list[str]
+    """Collected on the fork only: tests the series adds."""
+    lost: list[str]
+    """Collected on the base only: tests the series removes."""
+    new: list[str]
+    """Fail on the fork, not on the base (or the base lacks them)."""
+    pre_existing: list[str]
+    """Fail on the fork and on the base alike."""
+    skipped: list[str]
+    """Pass on the base, skipped on the fork."""
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.new or self.skipped)
+
+    def report(self) -> list[str]:
+        kinds = [
+            ("collected on the base, not on the fork", self.lost),
+            ("fails on the fork, not on the base", self.new),
+            ("fails on the fork and on the base (pre-existing)", self.pre_existing),
+            ("passes on the base, skipped on the fork", self.skipped),
+        ]
+        return [f"SUITE: {what}: {test}" for what, tests in kinds for test in tests]
+
+
+def needs_base(on_fork: Result, base_ids: set[str]) -> list[str]:
+    """The fork's tests that did not pass and that the base has too."""
+    return sorted(
+        t for t, o in on_fork.outcomes.items() if o != "passed" and t in base_ids
+    )
+
+
+def compare(
+    fork_ids: set[str], base_ids: set[str], on_fork: Result, on_base: Result
+) -> Comparison:
+    """Classify the fork's outcomes; `on_base` ran `needs_base`'s tests."""
+    failing = set(on_fork.with_outcome("failed", "error"))
+    failing_on_base = failing & set(on_base.with_outcome("failed", "error"))
+    skipped = set(on_fork.with_outcome("skipped")) & set(on_base.with_outcome("passed"))
+    return Comparison(
+        added=sorted(fork_ids - base_ids),
+        lost=sorted(base_ids - fork_ids),
+        new=sorted(failing - failing_on_base),
+        pre_existing=sorted(failing_on_base),
+        skipped=sorted(skipped),
+    )
+
+
+def shards(ids: list[str], count: int) -> list[list[str]]:
+    """`ids` dealt out in turn to `count` shards, keeping their order.
+
+    The variants of one slow parametrized test sit next to each other, so
+    each shard gets about as many of them; whole files would not balance.
+    """
+    return [part for i in range(count) if (part := ids[i::count])]
+
+
+def _on_fork(
+    fork: Path, runner: Runner, name: str, options: tuple[str, ...], ids: list[str]
+) -> Result:
+    """The fork's tests in two processes side by side."""
+    parts = shards(ids, 2)
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(
             pool.map(
-                lambda job: runner.run(
-                    job[0], job[2], f"{job[1]}-{'base' if job[0] == base else 'fork'}"
+                lambda part: runner.run(
+                    fork, (*options, *part[1]), f"{name}-fork-{part[0]}"
                 ),
-                jobs,
+                enumerate(parts, 1),
             )
         )
+    merged = Result(seconds=max((r.seconds for r in results), default=0.0))
+    merged.cached = bool(results) and all(r.cached for r in results)
+    for result in results:
+        merged.outcomes.update(result.outcomes)
+        merged.reasons.update(result.reasons)
+    return merged
+
+
+def suite_vs_base(
+    fork: Path, trees: Path, runner: Runner, selection: Selection
+) -> Measured:
+    """Upstream's CPU selection on the fork, compared with the pristine base."""
+    base = worktree(fork, trees / "base", BASE_TAG)
     ok, runs = True, {}
-    for i, name in enumerate(selection.runs):
-        on_base, on_fork = results[2 * i], results[2 * i + 1]
-        print(f"{name}: base {on_base.summary()}; fork {on_fork.summary()}")
-        runs[name] = {"args": list(selection.runs[name])}
-        for side, result in (("base", on_base), ("fork", on_fork)):
-            runs[name][side] = {
-                "counts": dict(result.counts()),
-                "summary": result.summary(),
-            }
-        lost = set(on_base.with_outcome("passed")) - set(on_fork.with_outcome("passed"))
-        failing = on_fork.with_outcome("failed", "error")
-        for test in sorted(lost):
-            print(f"SUITE: passes on the base, not on the fork: {test}")
-        for test in failing:
-            print(f"SUITE: fails on the fork: {test}")
-        if lost or failing or not on_fork.outcomes:
+    for name, args in selection.runs.items():
+        try:
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                on_base = pool.submit(
+                    runner.collect, base, args, f"{name}-base-collect"
+                )
+                collected = runner.collect(fork, args, f"{name}-fork-collect")
+                fork_ids, base_ids = set(collected), set(on_base.result())
+        except ForkToolError as e:
+            print(f"SUITE: {e}")
             ok = False
+            continue
+        options = tuple(a for a in args if not a.startswith("tests/"))
+        on_fork = _on_fork(fork, runner, name, options, collected)
+        print(f"{name}: fork {on_fork.summary()}")
+        rerun = needs_base(on_fork, base_ids)
+        on_base = (
+            runner.run(base, (*options, *rerun), f"{name}-base") if rerun else Result()
+        )
+        comparison = compare(fork_ids, base_ids, on_fork, on_base)
+        print(
+            f"{name}: collected {len(fork_ids)} on the fork, {len(base_ids)} on the "
+            f"base: {len(comparison.added)} only on the fork (added by the series), "
+            f"{len(comparison.lost)} only on the base"
+        )
+        if rerun:
+            print(
+                f"{name}: base, the {len(rerun)} not passing on the fork: "
+                f"{on_base.summary()}"
+            )
+        print("\n".join(comparison.report()) or f"{name}: nothing lost, nothing new")
+        ok = ok and comparison.ok and bool(on_fork.outcomes)
+        runs[name] = {
+            "args": list(args),
+            "fork": {
+                "collected": len(fork_ids),
+                "counts": dict(on_fork.counts()),
+                "seconds": round(on_fork.seconds),
+            },
+            "base": {
+                "collected": len(base_ids),
+                "rerun": len(rerun),
+                "counts": dict(on_base.counts()),
+            },
+            "added": comparison.added,
+            "lost": comparison.lost,
+            "new": comparison.new,
+            "pre_existing": comparison.pre_existing,
+        }
     print(f"upstream selection: {'ok' if ok else 'FAILED'}")
     return Measured(ok, data={"runs": runs})
 

@@ -34,6 +34,8 @@ class Pins:
     pip: str
     build_requirements: tuple[str, ...]
     test_requirements: tuple[str, ...]
+    uv: str = ""
+    """The installer for the venv's packages; empty: pip."""
 
     @classmethod
     def load(cls, path: Path = REPO / "pins.toml") -> Pins:
@@ -50,6 +52,7 @@ class Pins:
             pip=data["venv"]["pip"],
             build_requirements=tuple(data["venv"]["build"]),
             test_requirements=tuple(data["venv"]["test"]),
+            uv=data["venv"].get("uv", ""),
         )
 
     @property

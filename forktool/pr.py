@@ -210,9 +210,20 @@ def suite_rows(suite: CheckResult | None) -> list[str]:
         ]
     return [
         f"| vLLM's CPU job `pytest {' '.join(run['args'])}` | "
-        f"{counts_text(run['base']['counts'])} | {counts_text(run['fork']['counts'])} |"
+        f"{base_cell(run['base'])} | {counts_text(run['fork']['counts'])} "
+        f"({len(run['added'])} added by the series, {len(run['lost'])} lost) |"
         for run in suite.data["runs"].values()
     ]
+
+
+def base_cell(base: dict[str, Any]) -> str:
+    """The base runs only what does not pass on the fork; say what ran."""
+    collected = f"{base['collected']} collected"
+    if not base["rerun"]:
+        return f"{collected}; not run, as every test passes on the fork"
+    return f"{collected}; the {base['rerun']} not passing on the fork: " + counts_text(
+        base["counts"]
+    )
 
 
 def outcome_text(outcomes: dict[str, str]) -> str:

@@ -2,7 +2,8 @@
 
 The selection lives in upstream-tests.toml. Outcomes are read from pytest's
 JUnit XML and cached by the tested tree's git tree id: a clean tree with the
-same content, arguments, fixtures and venv cannot give another result.
+same content, arguments, fixtures and venv cannot give another result. While
+pytest runs, its verbose log in build/logs/ is read for a progress line.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import tempfile
@@ -20,11 +22,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from forktool.errors import ForkToolError
 from forktool.fork import git
 from forktool.pins import REPO, cache_dir
 from forktool.venv import python
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
+PROGRESS_EVERY = 20.0
+"""Seconds between progress lines while a selection runs."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,51 @@ def _digest(*roots: Path) -> str:
     return digest.hexdigest()
 
 
+# pytest -v: "tests/a.py::test_b PASSED   [ 4%]"; with xdist:
+# "[gw0] [  4%] PASSED tests/a.py::test_b".
+_VERDICT = r"(?P<outcome>PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)"
+_REPORTS = (
+    re.compile(rf"^(?P<test>\S+::.+?) {_VERDICT}\b"),
+    re.compile(rf"^\[gw\d+\] \[\s*\d+%\] {_VERDICT} (?P<test>\S+::.+?)\s*$"),
+)
+# The header: "collecting ... collected 40 items / 3 deselected / 37 selected",
+# "collecting ... collected 40 items"; with xdist "2 workers [37 items]".
+_TOTAL = re.compile(
+    r"collected \d+ items? / .*?(\d+) selected$|collected (\d+) items?$"
+    r"|^\d+ workers? \[(\d+) items?\]$",
+    re.M,
+)
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    failed: int
+    total: int | None
+
+    @classmethod
+    def of(cls, log: str) -> Progress:
+        """How far a `pytest -v` run has come, from its output so far."""
+        outcomes: dict[str, str] = {}
+        for line in log.splitlines():
+            match = _REPORTS[0].match(line) or _REPORTS[1].match(line)
+            # A test that errors in teardown after passing is reported twice.
+            if match and outcomes.get(match["test"]) not in ("FAILED", "ERROR"):
+                outcomes[match["test"]] = match["outcome"]
+        failed = sum(o in ("FAILED", "ERROR") for o in outcomes.values())
+        header = _TOTAL.search(log)
+        total = int(next(n for n in header.groups() if n)) if header else None
+        return cls(len(outcomes), failed, total)
+
+    def line(self, seconds: float) -> str:
+        of = f"/{self.total}" if self.total is not None else ""
+        minutes, rest = divmod(int(seconds), 60)
+        return (
+            f"{self.done}{of} tests done, {self.failed} failed, "
+            f"{minutes} min {rest:02d} s"
+        )
+
+
 @dataclass(frozen=True)
 class Runner:
     """Everything a pytest run depends on besides the tree and its arguments."""
@@ -151,6 +201,71 @@ class Runner:
     hf_home: Path
     excluded: dict[str, str]
     logs: Path
+
+    def _cached(
+        self,
+        kind: str,
+        tree: Path,
+        args: tuple[str, ...],
+        inputs: tuple[Path, ...] = (),
+    ) -> Path | None:
+        """Where the outcome of `kind` on this clean tree is kept; None if dirty.
+
+        `inputs` are files outside the tree that the run reads (checks/).
+        """
+        content = tree_id(tree)
+        if content is None:
+            return None
+        key = json.dumps(
+            [
+                kind,
+                content,
+                args,
+                self.excluded,
+                _digest(self.fixtures, *inputs),
+                self.venv.name,
+            ]
+        )
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        return cache_dir() / "results" / f"{digest}.json"
+
+    def _pytest(self, tree: Path, args: tuple[str, ...]) -> list[str]:
+        # `python -m pytest` puts the working directory first on sys.path,
+        # so `import vllm` loads this tree's vllm/, whichever tree it is.
+        # Paths the tree lacks (a test file a later patch adds) are left out.
+        args = tuple(
+            a
+            for a in args
+            if not a.startswith("tests/") or (tree / a.split("::")[0]).exists()
+        )
+        deselect = [f"--deselect={test}" for test in self.excluded]
+        cmd = [python(self.venv), "-m", "pytest", "-p", "no:cacheprovider"]
+        return [*cmd, *deselect, *args]
+
+    def collect(self, tree: Path, args: tuple[str, ...], label: str) -> list[str]:
+        """The test ids `args` select in `tree` (pytest --collect-only)."""
+        cached = self._cached("collect", tree, args)
+        if cached and cached.exists():
+            return json.loads(cached.read_text())
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = self.logs / f"{label}.log"
+        cmd = [*self._pytest(tree, args), "--collect-only", "-q"]
+        start = time.monotonic()
+        with log.open("w") as out:
+            code = subprocess.run(
+                cmd, cwd=tree, env=test_env(self.hf_home), stdout=out, stderr=out
+            ).returncode
+        seconds = time.monotonic() - start
+        print(f"[{label}] collected in {seconds:.0f} s (log: {log})", flush=True)
+        if code not in (0, 5):  # 5: nothing collected
+            raise ForkToolError(f"pytest could not collect {label}; see {log}")
+        # One id a line; warnings that follow may name ids too, indented.
+        lines = log.read_text().splitlines()
+        ids = [t for t in lines if "::" in t and (tree / t.split("::")[0]).is_file()]
+        if cached:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_text(json.dumps(ids))
+        return ids
 
     def run(
         self,
@@ -163,45 +278,35 @@ class Runner:
 
         `inputs` are files outside the tree that the run reads (checks/).
         """
-        content = tree_id(tree)
-        key = json.dumps(
-            [
-                content,
-                args,
-                self.excluded,
-                _digest(self.fixtures, *inputs),
-                self.venv.name,
-            ]
-        )
-        cached = (
-            cache_dir() / "results" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
-        )
-        if content and cached.exists():
+        cached = self._cached("run", tree, args, inputs)
+        if cached and cached.exists():
             return Result(**json.loads(cached.read_text()), cached=True)
 
-        # Paths the tree lacks (a test file a later patch adds) are left out.
-        args = tuple(
-            a
-            for a in args
-            if not a.startswith("tests/") or (tree / a.split("::")[0]).exists()
-        )
-        deselect = [f"--deselect={test}" for test in self.excluded]
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{label}.log"
         with tempfile.TemporaryDirectory() as tmp, log.open("w") as out:
             junit = Path(tmp, "junit.xml")
-            # `python -m pytest` puts the working directory first on sys.path,
-            # so `import vllm` loads this tree's vllm/, whichever tree it is.
-            cmd = [python(self.venv), "-m", "pytest", "-p", "no:cacheprovider"]
-            cmd += ["-q", "-rfE", f"--junitxml={junit}", *deselect, *args]
-            print(f"[{label}] {' '.join(cmd[1:])}  (log: {log})", flush=True)
+            cmd = [*self._pytest(tree, args), "-v", "-rfE", f"--junitxml={junit}"]
+            line = " ".join(cmd[1:])
+            out.write(f"{line}\n\n")
+            out.flush()
+            shown = line if len(line) < 400 else f"{line[:400]} ..."
+            print(f"[{label}] {shown}  (log: {log})", flush=True)
             start = time.monotonic()
-            subprocess.run(
+            proc = subprocess.Popen(
                 cmd, cwd=tree, env=test_env(self.hf_home), stdout=out, stderr=out
             )
+            while True:
+                try:
+                    proc.wait(timeout=PROGRESS_EVERY)
+                    break
+                except subprocess.TimeoutExpired:
+                    progress = Progress.of(log.read_text(errors="replace"))
+                    seconds = time.monotonic() - start
+                    print(f"[{label}] {progress.line(seconds)}", flush=True)
             result = parse_junit(tree, junit) if junit.exists() else Result()
         result.seconds = time.monotonic() - start
-        if content and result.outcomes:
+        if cached and result.outcomes:
             cached.parent.mkdir(parents=True, exist_ok=True)
             data = {k: getattr(result, k) for k in ("outcomes", "reasons", "seconds")}
             cached.write_text(json.dumps(data))

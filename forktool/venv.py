@@ -1,7 +1,13 @@
-"""The cached virtualenv, and the fork installed into it from source."""
+"""The cached virtualenv, and the fork installed into it from source.
+
+The venv's packages are installed with uv, as vLLM's own workflow does, at
+the version pins.toml pins, from the indexes pip is configured with; with
+pip when uv cannot be had.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -10,6 +16,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from forktool.errors import ForkToolError
@@ -37,27 +45,94 @@ def python(venv: Path) -> str:
     return str(venv / "bin" / "python")
 
 
-def _pip(venv: Path, *args: str, env: dict[str, str] | None = None) -> None:
-    cmd = [python(venv), "-m", "pip", "install", "--progress-bar", "off", *args]
+def _pip(venv: Path) -> list[str]:
+    return [python(venv), "-m", "pip", "install", "--progress-bar", "off"]
+
+
+def _install(cmd: list[str], env: dict[str, str] | None = None) -> None:
     print("+", " ".join(cmd), flush=True)
     if subprocess.run(cmd, env={**os.environ, **(env or {})}).returncode != 0:
-        raise ForkToolError(f"pip install {' '.join(args)} failed")
+        raise ForkToolError(f"{' '.join(cmd[:4])} ... failed")
+
+
+# pip's settings that say where packages come from, and uv's options for them.
+_INDEX_OPTIONS = {
+    "index-url": "--index-url",
+    "extra-index-url": "--extra-index-url",
+    "find-links": "--find-links",
+    "constraint": "--constraint",
+}
+
+
+def uv_index_options(pip_config: str) -> list[str]:
+    """uv options that install from where pip would, given `pip config list`."""
+    settings: dict[str, str] = {}
+    for scope in ("global", "install", ":env:"):  # pip's precedence, lowest first
+        for line in pip_config.splitlines():
+            name, _, value = line.partition("=")
+            section, _, key = name.rpartition(".")
+            if section == scope and key in _INDEX_OPTIONS:
+                settings[key] = value.strip("'\"")
+    return [
+        part
+        for key, values in settings.items()
+        for value in values.split()
+        for part in (_INDEX_OPTIONS[key], value)
+    ]
+
+
+def _uv(pins: Pins) -> list[str] | None:
+    """`uv pip install` as pip would install, or None when uv cannot be had."""
+    if not pins.uv:
+        return None
+    tool = cache_dir() / "tools" / pins.uv.replace("==", "-")
+    uv = tool / "bin" / "uv"
+    if not uv.exists():
+        shutil.rmtree(tool, ignore_errors=True)
+        made = subprocess.run([sys.executable, "-m", "venv", str(tool)])
+        pip = [python(tool), "-m", "pip", "install", "-q", pins.uv]
+        if made.returncode != 0 or subprocess.run(pip).returncode != 0:
+            print(f"{pins.uv} could not be installed; pip installs instead")
+            return None
+    config = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
+    )
+    # pip takes the best version from all indexes; uv only if told so.
+    cmd = [str(uv), "pip", "install", "--index-strategy", "unsafe-best-match"]
+    return [*cmd, "--compile-bytecode", *uv_index_options(config.stdout)]
+
+
+@contextmanager
+def _locked(lock: Path) -> Iterator[None]:
+    """Hold `lock` exclusively: one forktool at a time creates a venv."""
+    with lock.open("w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another forktool that holds {lock}", flush=True)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 def ensure_venv(pins: Pins) -> Path:
     """Create the venv with vLLM's pinned dependencies, unless it is cached."""
     venv = venv_dir(pins)
-    if (venv / COMPLETE).exists():
-        return venv
-    shutil.rmtree(venv, ignore_errors=True)  # a partial one from a broken run
-    wheel = fetch(pins, pins.wheel)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    _pip(venv, pins.pip)
-    # The verified wheel brings vLLM's runtime dependencies exactly as it pins
-    # them; the fork's editable install replaces the wheel's vllm package.
-    _pip(venv, str(wheel))
-    _pip(venv, *pins.build_requirements, *pins.test_requirements)
-    (venv / COMPLETE).write_text(pins.wheel.sha256 + "\n")
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # Hidden, so that `ls -d <cache>/venv-*` still names the venv alone.
+    with _locked(venv.with_name(f".{venv.name}.lock")):
+        if (venv / COMPLETE).exists():
+            return venv
+        shutil.rmtree(venv, ignore_errors=True)  # a partial one from a broken run
+        wheel = fetch(pins, pins.wheel)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        uv = _uv(pins)
+        installer = [*uv, "--python", python(venv)] if uv else _pip(venv)
+        _install([*installer, pins.pip])
+        # The verified wheel brings vLLM's runtime dependencies exactly as it
+        # pins them; the fork's editable install replaces its vllm package.
+        _install([*installer, str(wheel)])
+        _install([*installer, *pins.build_requirements, *pins.test_requirements])
+        (venv / COMPLETE).write_text(pins.wheel.sha256 + "\n")
     return venv
 
 
@@ -91,7 +166,8 @@ def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
         # dev version; the fork is vLLM <version> plus patches.
         "SETUPTOOLS_SCM_PRETEND_VERSION": pins.version,
     }
-    _pip(venv, "--no-build-isolation", "--no-deps", "-e", str(fork), env=env)
+    editable = ["--no-build-isolation", "--no-deps", "-e", str(fork)]
+    _install([*_pip(venv), *editable], env)
     if installed_from(venv) != fork.resolve():
         raise ForkToolError(f"vllm in {venv} does not import from {fork}")
 

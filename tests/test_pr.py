@@ -118,8 +118,15 @@ def synthetic_results(store: Path, tree: str) -> None:
                 "runs": {
                     "v1-core": {
                         "args": ["-m", "cpu_test", "tests/v1/core"],
-                        "base": {"counts": {"passed": 1200, "skipped": 7}},
-                        "fork": {"counts": {"passed": 1203, "skipped": 7}},
+                        "base": {"collected": 1207, "rerun": 0, "counts": {}},
+                        "fork": {
+                            "collected": 1210,
+                            "counts": {"passed": 1203, "skipped": 7},
+                        },
+                        "added": ["a", "b", "c"],
+                        "lost": [],
+                        "new": [],
+                        "pre_existing": [],
                     }
                 }
             },
@@ -216,7 +223,10 @@ def test_renders_the_kit_from_a_results_set(fork, tmp_path):
         "| 1 passed, 2 failed | 3 passed |" in text
     )
     assert "0001: 3 passed; 0002: 3 passed" in text
-    assert "| 1200 passed, 7 skipped | 1203 passed, 7 skipped |" in text
+    assert (
+        "| 1207 collected; not run, as every test passes on the fork "
+        "| 1203 passed, 7 skipped (3 added by the series, 0 lost) |" in text
+    )
     assert "FAILED t::a - assert False is True" in text  # the base's failure
     assert "3 passed in 2.9s" in text  # and the series' pass
     assert "| --- | --- |\n| 1 | 2 |" in text  # the CI report, delimiters spaced

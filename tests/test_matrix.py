@@ -1,0 +1,78 @@
+"""Upstream's selection on the fork against the base, on made-up outcomes."""
+
+from __future__ import annotations
+
+from forktool.matrix import compare, needs_base, shards
+from forktool.upstream import Result
+
+
+def result(**outcomes: str) -> Result:
+    return Result(outcomes={f"t.py::{k}": o for k, o in outcomes.items()})
+
+
+def ids(*names: str) -> set[str]:
+    return {f"t.py::{n}" for n in names}
+
+
+BASE_IDS = ids("same", "flaky", "old_bug", "gpu", "gpu_passes", "removed")
+FORK_IDS = ids("same", "flaky", "old_bug", "gpu", "gpu_passes", "added", "added_bad")
+ON_FORK = result(
+    same="passed",
+    flaky="failed",
+    old_bug="error",
+    gpu="skipped",
+    gpu_passes="skipped",
+    added="passed",
+    added_bad="failed",
+)
+
+
+def test_the_base_runs_only_what_does_not_pass_on_the_fork_and_it_has():
+    assert needs_base(ON_FORK, BASE_IDS) == sorted(
+        ids("flaky", "old_bug", "gpu", "gpu_passes")
+    )
+
+
+def test_each_test_that_does_not_pass_on_the_fork_is_classified():
+    on_base = result(
+        flaky="passed", old_bug="failed", gpu="skipped", gpu_passes="passed"
+    )
+    comparison = compare(FORK_IDS, BASE_IDS, ON_FORK, on_base)
+    assert comparison.added == sorted(ids("added", "added_bad"))
+    assert comparison.lost == sorted(ids("removed"))
+    assert comparison.new == sorted(ids("added_bad", "flaky"))
+    assert comparison.pre_existing == sorted(ids("old_bug"))
+    assert comparison.skipped == sorted(ids("gpu_passes"))
+    assert not comparison.ok
+    assert "SUITE: fails on the fork and on the base (pre-existing): t.py::old_bug" in (
+        comparison.report()
+    )
+
+
+def test_failures_the_base_shares_are_printed_but_pass():
+    on_fork = result(same="passed", old_bug="failed", gpu="skipped")
+    on_base = result(old_bug="failed", gpu="skipped")
+    comparison = compare(
+        ids("same", "old_bug", "gpu"), ids("same", "old_bug", "gpu"), on_fork, on_base
+    )
+    assert comparison.ok
+    assert comparison.report() == [
+        "SUITE: fails on the fork and on the base (pre-existing): t.py::old_bug"
+    ]
+
+
+def test_a_failure_the_base_did_not_report_is_new():
+    on_fork = result(old_bug="failed")
+    comparison = compare(ids("old_bug"), ids("old_bug"), on_fork, Result())
+    assert comparison.new == sorted(ids("old_bug"))
+    assert not comparison.ok
+
+
+def test_shards_deal_out_the_tests_in_turn_keeping_their_order():
+    tests = ["a.py::t", "b.py::slow[1]", "b.py::slow[2]", "b.py::slow[3]", "c.py::t"]
+    assert shards(tests, 2) == [
+        ["a.py::t", "b.py::slow[2]", "c.py::t"],
+        ["b.py::slow[1]", "b.py::slow[3]"],
+    ]
+    assert shards(tests[:1], 2) == [["a.py::t"]]
+    assert shards([], 2) == []

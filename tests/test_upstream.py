@@ -1,0 +1,163 @@
+"""Reading pytest's output while it runs, and uv's index options: no vLLM."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from forktool import upstream
+from forktool.upstream import Progress, Runner
+from forktool.venv import uv_index_options
+
+# Real `pytest -v -rfE` output (pytest 9.1) of a file with a pass, a failure,
+# a skip, a test that errors in teardown after passing, ids with a space and
+# with "::" in a parameter, and an xfail; one test deselected with -k.
+VERBOSE = """\
+============================= test session starts ==============================
+platform linux -- Python 3.11.7, pytest-9.1.0, pluggy-1.7.0 -- /venv/bin/python
+rootdir: /tmp/ptest
+collecting ... collected 8 items / 1 deselected / 7 selected
+
+test_demo.py::test_a PASSED                                              [ 14%]
+test_demo.py::test_b FAILED                                              [ 28%]
+test_demo.py::test_c SKIPPED (x)                                         [ 42%]
+test_demo.py::test_d PASSED                                              [ 57%]
+test_demo.py::test_d ERROR                                               [ 57%]
+test_demo.py::test_e[a b] PASSED                                         [ 71%]
+test_demo.py::test_e[c::d] PASSED                                        [ 85%]
+test_demo.py::test_f XFAIL                                               [100%]
+
+==================================== ERRORS ====================================
+_________________________ ERROR at teardown of test_d __________________________
+E       RuntimeError: teardown
+=========================== short test summary info ============================
+FAILED test_demo.py::test_b - assert 0
+ERROR test_demo.py::test_d - RuntimeError: teardown
+=== 1 failed, 4 passed, 1 skipped, 1 deselected, 1 xfailed, 1 error in 0.51s ===
+"""
+
+
+def test_progress_counts_each_test_once_and_keeps_a_teardown_error():
+    assert Progress.of(VERBOSE) == Progress(done=7, failed=2, total=7)
+
+
+def test_progress_while_a_run_is_under_way():
+    partial = VERBOSE[: VERBOSE.index("test_demo.py::test_c")]
+    assert Progress.of(partial) == Progress(done=2, failed=1, total=7)
+
+
+def test_progress_before_collection_has_no_total():
+    assert Progress.of("collecting ... ") == Progress(done=0, failed=0, total=None)
+
+
+def test_progress_total_without_deselection():
+    log = "collecting ... collected 12 items\n\ntests/a.py::test_x PASSED  [  8%]\n"
+    assert Progress.of(log) == Progress(done=1, failed=0, total=12)
+
+
+def test_progress_line():
+    line = Progress(done=40, failed=1, total=300).line(125.7)
+    assert line == "40/300 tests done, 1 failed, 2 min 05 s"
+    assert Progress(0, 0, None).line(3) == "0 tests done, 0 failed, 0 min 03 s"
+
+
+# `pip config list` on a machine with local mirrors, one setting also from
+# the environment, which pip lets win over the files.
+PIP_CONFIG = """\
+:env:.default-timeout='180'
+:env:.find-links='/opt/wheels'
+global.cert='/etc/ssl/certs/ca-certificates.crt'
+global.constraint='/etc/xdg/pip/constraints.txt'
+global.extra-index-url='file:///opt/pypi/simple file:///opt/pypi-more/simple'
+global.find-links='/srv/old-wheels'
+"""
+
+
+def test_uv_installs_from_where_pip_would():
+    assert uv_index_options(PIP_CONFIG) == [
+        "--constraint",
+        "/etc/xdg/pip/constraints.txt",
+        "--extra-index-url",
+        "file:///opt/pypi/simple",
+        "--extra-index-url",
+        "file:///opt/pypi-more/simple",
+        "--find-links",
+        "/opt/wheels",
+    ]
+
+
+def test_uv_without_pip_settings_uses_its_defaults():
+    assert uv_index_options("") == []
+
+
+# The same run under pytest-xdist (-n 2), as pytest-xdist 3.8 prints it.
+XDIST = """\
+created: 2/2 workers
+2 workers [7 items]
+
+scheduling tests via LoadScheduling
+
+test_demo.py::test_a 
+test_demo.py::test_c 
+[gw1] [ 14%] SKIPPED test_demo.py::test_c 
+[gw0] [ 28%] PASSED test_demo.py::test_a 
+test_demo.py::test_d 
+test_demo.py::test_b 
+[gw1] [ 42%] PASSED test_demo.py::test_d 
+[gw0] [ 57%] FAILED test_demo.py::test_b 
+[gw1] [ 57%] ERROR test_demo.py::test_d 
+test_demo.py::test_e[c::d] 
+test_demo.py::test_e[a b] 
+[gw1] [ 71%] PASSED test_demo.py::test_e[a b] 
+"""
+
+
+def test_progress_under_xdist():
+    assert Progress.of(XDIST) == Progress(done=5, failed=2, total=7)
+
+
+def test_runner_collects_runs_reports_progress_and_caches(
+    tmp_path, monkeypatch, capsys
+):
+    """A real pytest run in a tiny committed tree, with this interpreter."""
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(upstream, "PROGRESS_EVERY", 0.2)
+    tree = tmp_path / "tree"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "tests" / "test_x.py").write_text(
+        "import time\n\n"
+        "def test_pass():\n    pass\n\n"
+        "def test_fail():\n    assert False\n\n"
+        "def test_slow():\n    time.sleep(1.5)\n"
+    )
+    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "tests"], check=True)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    fixtures = tmp_path / "fixtures"
+    fixtures.mkdir()
+    runner = Runner(venv, fixtures, tmp_path / "hf", {}, tmp_path / "logs")
+    args = ("tests/test_x.py",)
+
+    assert runner.collect(tree, args, "collect") == [
+        "tests/test_x.py::test_pass",
+        "tests/test_x.py::test_fail",
+        "tests/test_x.py::test_slow",
+    ]
+    result = runner.run(tree, args, "run")
+    assert result.outcomes == {
+        "tests/test_x.py::test_pass": "passed",
+        "tests/test_x.py::test_fail": "failed",
+        "tests/test_x.py::test_slow": "passed",
+    }
+    assert not result.cached
+    assert "[run] 2/3 tests done, 1 failed" in capsys.readouterr().out
+    assert "test_slow PASSED" in (tmp_path / "logs" / "run.log").read_text()
+
+    again = runner.run(tree, args, "run")
+    assert again.cached and again.outcomes == result.outcomes
+    (tree / "tests" / "test_y.py").write_text("def test_new():\n    pass\n")
+    assert not runner.run(tree, args, "run").cached  # uncommitted: run again
