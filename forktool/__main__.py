@@ -304,10 +304,13 @@ COMMANDS = {
     ),
     "test": (
         "everything setup does, plus every check CI runs",
-        "Everything setup does, then the tool's tests, vLLM's CPU selection on "
-        "the fork and on the pristine base, vLLM's CI checkers and pre-commit, "
-        "and the planner fuzz; prints a summary. Refuses what sync refuses. "
-        "Writes what setup writes.",
+        "Everything setup does, then the tool's tests, the GPU-only tests "
+        "(collected, skipped here), vLLM's CI checkers and pre-commit, the CI "
+        "impact report, the out-of-tree override checks, the planner fuzz, and "
+        "vLLM's CPU selection on the fork (the pristine base runs only what does "
+        "not pass there); prints a summary with each phase's time. Refuses what "
+        "sync refuses. Writes what setup writes, and one result per check in "
+        "build/results/ (what `pr` renders).",
     ),
     "env": (
         "print the shell lines for the fork's environment",
