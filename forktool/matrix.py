@@ -287,6 +287,8 @@ def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> Measur
         print(f"  {outcome:8} {test}: {result.reasons.get(test, '')}")
     ok = bool(result.outcomes) and set(result.outcomes.values()) == {"skipped"}
     print(f"GPU-only tests collected and skipped: {'ok' if ok else 'FAILED'}")
+    data = {"args": list(selection.gpu_only), "outcomes": result.outcomes}
+    return Measured(ok, dict(result.counts()), {}, {**data, "reasons": result.reasons})
 
 
 OVERRIDES = "checks/test_override_patterns.py"
