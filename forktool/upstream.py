@@ -138,9 +138,10 @@ def tree_id(tree: Path) -> str | None:
 
 
 def _digest(*roots: Path) -> str:
+    """The content of files and of the folders' files below `roots`."""
     digest = hashlib.sha256()
     for root in roots:
-        for path in sorted(root.rglob("*")):
+        for path in sorted([root, *root.rglob("*")]):
             if path.is_file() and "__pycache__" not in path.parts:
                 digest.update(str(path.relative_to(root.parent)).encode())
                 digest.update(path.read_bytes())

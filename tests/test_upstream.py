@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from forktool import upstream
-from forktool.upstream import Progress, Runner
+from forktool import matrix, upstream
+from forktool.upstream import Progress, Runner, Selection
 from forktool.venv import uv_index_options
 
 # Real `pytest -v -rfE` output (pytest 9.1) of a file with a pass, a failure,
@@ -161,3 +161,42 @@ def test_runner_collects_runs_reports_progress_and_caches(
     assert again.cached and again.outcomes == result.outcomes
     (tree / "tests" / "test_y.py").write_text("def test_new():\n    pass\n")
     assert not runner.run(tree, args, "run").cached  # uncommitted: run again
+
+
+def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(
+    tmp_path, monkeypatch
+):
+    """A run that reads checks/ from outside the tree reruns when they change;
+    the GPU-only check passes only when everything it selects is skipped."""
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    tree = tmp_path / "tree"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "tests" / "test_gpu.py").write_text(
+        "import pytest\n\n@pytest.mark.skip(reason='Need 2 GPUs')\n"
+        "def test_e2e():\n    pass\n"
+    )
+    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "tests"], check=True)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / "fixtures").mkdir()
+    runner = Runner(venv, tmp_path / "fixtures", tmp_path / "hf", {}, tmp_path / "l")
+    check = tmp_path / "checks" / "test_c.py"
+    check.parent.mkdir()
+    check.write_text("def test_c():\n    pass\n")
+    args = (f"--rootdir={tmp_path}", str(check))
+
+    assert runner.run(tree, args, "c", inputs=(check,)).outcomes
+    assert runner.run(tree, args, "c", inputs=(check,)).cached
+    check.write_text("def test_c():\n    assert False\n")
+    rerun = runner.run(tree, args, "c", inputs=(check,))
+    assert not rerun.cached and set(rerun.outcomes.values()) == {"failed"}
+
+    selection = Selection({}, (), (), frozenset(), ("tests/test_gpu.py",), {})
+    found = matrix.gpu_only_skipped(tree, runner, selection)
+    assert found.ok and found.data["reasons"] == {
+        "tests/test_gpu.py::test_e2e": "Need 2 GPUs"
+    }
