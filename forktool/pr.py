@@ -160,18 +160,26 @@ def matrix_rows(matrix: CheckResult | None) -> tuple[list[str], str]:
         ], ""
     columns = matrix.data["columns"]
     head = max(c for c in columns if c != "base+tests")
-    base = _column_counts(columns["base+tests"])
-    rows = [
-        "| Regression tests of the series (its test files on the base's code) | "
-        f"{counts_text(base)} | {counts_text(_column_counts(columns[head]))} |",
-        "| The same tests at each patch (bisectable) | — | "
+    rows = []
+    for what, checks in (
+        ("Regression tests of the series (its test files on the base's code)", False),
+        ("The fork's own deeper checks (not in the PR; run the same way)", True),
+    ):
+        base = _column_counts(columns["base+tests"], checks)
+        if base:
+            rows.append(
+                f"| {what} | {counts_text(base)} | "
+                f"{counts_text(_column_counts(columns[head], checks))} |"
+            )
+    rows.append(
+        "| Both, at each patch (bisectable) | — | "
         + "; ".join(
             f"{c}: {counts_text(_column_counts(columns[c]))}"
             for c in sorted(columns)
             if c != "base+tests"
         )
-        + " |",
-    ]
+        + " |"
+    )
     parts = ["### The failure before the fix, and the fix\n"]
     for side, title in (
         ("base", "On the base's code, with the series' test files"),
@@ -195,10 +203,15 @@ def matrix_rows(matrix: CheckResult | None) -> tuple[list[str], str]:
     return rows, "\n".join(parts)
 
 
-def _column_counts(column: dict[str, Any]) -> dict[str, int]:
+def _column_counts(
+    column: dict[str, Any], checks: bool | None = None
+) -> dict[str, int]:
+    """Outcome counts of a matrix column: all tests, or (`checks`) only those
+    of this repository's checks/, or (not `checks`) only the series' own."""
     counts: dict[str, int] = {}
-    for outcome in column["outcomes"].values():
-        counts[outcome] = counts.get(outcome, 0) + 1
+    for test, outcome in column["outcomes"].items():
+        if checks is None or test.startswith("checks/") == checks:
+            counts[outcome] = counts.get(outcome, 0) + 1
     return counts
 
 

@@ -89,6 +89,9 @@ def synthetic_results(store: Path, tree: str) -> None:
         "0001": {"outcomes": {"t::a": "passed", "t::b": "passed", "t::c": "passed"}},
         "0002": {"outcomes": {"t::a": "passed", "t::b": "passed", "t::c": "passed"}},
     }
+    for column in columns.values():  # a check of the fork's repository
+        failed = column is columns["base+tests"]
+        column["outcomes"]["checks/c.py::d"] = "failed" if failed else "passed"
     made = {
         "regression-matrix": (
             {"base+tests failed": 2},
@@ -222,7 +225,8 @@ def test_renders_the_kit_from_a_results_set(fork, tmp_path):
         "| Regression tests of the series (its test files on the base's code) "
         "| 1 passed, 2 failed | 3 passed |" in text
     )
-    assert "0001: 3 passed; 0002: 3 passed" in text
+    assert "0001: 4 passed; 0002: 4 passed" in text
+    assert "(not in the PR; run the same way) | 1 failed | 1 passed |" in text
     assert (
         "| 1207 collected; not run, as every test passes on the fork "
         "| 1203 passed, 7 skipped (3 added by the series, 0 lost) |" in text
