@@ -65,20 +65,29 @@ def regression_matrix(
     fork: Path, trees: Path, runner: Runner, selection: Selection, author: str
 ) -> Measured:
     """Run the regression selection and checks/ on base+tests and every patch."""
-    base_tree = series_tests_on_base(fork, trees / "base-tests", author)
-    columns = {"base+tests": _regression(runner, base_tree, selection, "base+tests")}
+    # The trees first (git commands on one repository do not run in
+    # parallel), then their pytest runs two at a time, one a core.
+    named = {"base+tests": series_tests_on_base(fork, trees / "base-tests", author)}
     commits = git(fork, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").stdout.split()
     for number, commit in enumerate(commits, 1):
-        name = f"{number:04d}"
-        tree = worktree(fork, trees / name, commit)
-        columns[name] = _regression(runner, tree, selection, name)
-    print(_table(columns))
-    details = _matrix_details(columns, selection)
-    if commits:  # the evidence: the same selection on the base and at the head
-        details.excerpts = {
-            "base": excerpt(runner, base_tree, selection.regression),
-            "series": excerpt(runner, tree, selection.regression),
+        named[f"{number:04d}"] = worktree(fork, trees / f"{number:04d}", commit)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {
+            name: pool.submit(_regression, runner, tree, selection, name)
+            for name, tree in named.items()
         }
+        columns = {name: run.result() for name, run in runs.items()}
+        print(_table(columns))
+        details = _matrix_details(columns, selection)
+        if commits:  # the evidence: the same selection on the base and at the head
+            evidence = {
+                side: pool.submit(excerpt, runner, named[name], selection.regression)
+                for side, name in (
+                    ("base", "base+tests"),
+                    ("series", f"{len(commits):04d}"),
+                )
+            }
+            details.excerpts = {side: run.result() for side, run in evidence.items()}
 
     ok = True
     base = columns.pop("base+tests")
