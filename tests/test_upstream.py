@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from forktool import matrix, upstream
 from forktool.upstream import Progress, Runner, Selection
@@ -116,20 +117,11 @@ def test_progress_under_xdist():
     assert Progress.of(XDIST) == Progress(done=5, failed=2, total=7)
 
 
-def test_runner_collects_runs_reports_progress_and_caches(
-    tmp_path, monkeypatch, capsys
-):
-    """A real pytest run in a tiny committed tree, with this interpreter."""
-    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(upstream, "PROGRESS_EVERY", 0.2)
+def tiny_tree(tmp_path, name: str, text: str) -> tuple[Path, Runner]:
+    """A committed tree holding tests/<name>, and a Runner on this interpreter."""
     tree = tmp_path / "tree"
     (tree / "tests").mkdir(parents=True)
-    (tree / "tests" / "test_x.py").write_text(
-        "import time\n\n"
-        "def test_pass():\n    pass\n\n"
-        "def test_fail():\n    assert False\n\n"
-        "def test_slow():\n    time.sleep(1.5)\n"
-    )
+    (tree / "tests" / name).write_text(text)
     git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
@@ -139,7 +131,23 @@ def test_runner_collects_runs_reports_progress_and_caches(
     (venv / "bin" / "python").symlink_to(sys.executable)
     fixtures = tmp_path / "fixtures"
     fixtures.mkdir()
-    runner = Runner(venv, fixtures, tmp_path / "hf", {}, tmp_path / "logs")
+    return tree, Runner(venv, fixtures, tmp_path / "hf", {}, tmp_path / "logs")
+
+
+def test_runner_collects_runs_reports_progress_and_caches(
+    tmp_path, monkeypatch, capsys
+):
+    """A real pytest run in a tiny committed tree, with this interpreter."""
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(upstream, "PROGRESS_EVERY", 0.2)
+    tree, runner = tiny_tree(
+        tmp_path,
+        "test_x.py",
+        "import time\n\n"
+        "def test_pass():\n    pass\n\n"
+        "def test_fail():\n    assert False\n\n"
+        "def test_slow():\n    time.sleep(1.5)\n",
+    )
     args = ("tests/test_x.py",)
 
     assert runner.collect(tree, args, "collect") == [
@@ -169,21 +177,12 @@ def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(
     """A run that reads checks/ from outside the tree reruns when they change;
     the GPU-only check passes only when everything it selects is skipped."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    tree = tmp_path / "tree"
-    (tree / "tests").mkdir(parents=True)
-    (tree / "tests" / "test_gpu.py").write_text(
+    tree, runner = tiny_tree(
+        tmp_path,
+        "test_gpu.py",
         "import pytest\n\n@pytest.mark.skip(reason='Need 2 GPUs')\n"
-        "def test_e2e():\n    pass\n"
+        "def test_e2e():\n    pass\n",
     )
-    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "tests"], check=True)
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
-    (tmp_path / "fixtures").mkdir()
-    runner = Runner(venv, tmp_path / "fixtures", tmp_path / "hf", {}, tmp_path / "l")
     check = tmp_path / "checks" / "test_c.py"
     check.parent.mkdir()
     check.write_text("def test_c():\n    pass\n")
