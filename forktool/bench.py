@@ -11,22 +11,19 @@ its median step time; ratios pair the processes' values of one repeat.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import select
 import statistics
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from forktool import hfcache
 from forktool.errors import ForkToolError
 from forktool.fork import BASE_TAG, ensure_safe, worktree
 from forktool.pins import REPO, Pins
 from forktool.results import CheckResult, fork_tree, write
+from forktool.tree_process import TreeProcess
 from forktool.upstream import test_env
 from forktool.venv import COMPLETE, python, venv_dir
 
@@ -179,64 +176,30 @@ def render(rows: list[dict[str, Any]], repeats: int, steps: int) -> str:
 # --- processes ----------------------------------------------------------------
 
 
-class Worker:
+class Worker(TreeProcess):
     """One checks/bench_scheduler.py process importing one tree's vllm."""
 
     def __init__(self, label: str, tree: Path, venv: Path) -> None:
-        self.label, self.tree = label, tree
-        self.log: IO[str] = tempfile.NamedTemporaryFile(
-            "w+", prefix=f"bench-{label}-", suffix=".log"
-        )
         env = {**test_env(BUILD / "hf-home"), "VLLM_LOGGING_LEVEL": "ERROR"}
-        self.proc = subprocess.Popen(
-            [python(venv), str(WORKER), str(tree)],
-            cwd=tree,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            env=env,
-            text=True,
-            bufsize=1,
-        )
+        super().__init__(f"bench-{label}", tree, [python(venv), str(WORKER)], env)
 
     def ready(self) -> None:
-        hello = self.receive(READY_TIMEOUT_S)
-        if not Path(hello["vllm_file"]).resolve().is_relative_to(self.tree.resolve()):
-            raise ForkToolError(f"{self.label}: imported {hello['vllm_file']}")
+        self.wait_ready(READY_TIMEOUT_S)
 
     def send(self, request: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
+        self.write(request)
 
-    def receive(self, timeout: float = ANSWER_TIMEOUT_S) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else ""
-        answer = json.loads(line) if line else {}
-        if not line or "error" in answer:
-            self.log.flush()
-            self.log.seek(0)
+    def receive(self) -> dict[str, Any]:
+        answer = self.read(ANSWER_TIMEOUT_S)
+        if "error" in answer:
             raise ForkToolError(
-                f"bench worker {self.label} ({self.tree}) failed "
-                f"(exit status {self.proc.poll()}):\n"
-                f"{answer.get('error') or self.log.read()[-4000:]}"
+                f"{self.label} worker ({self.tree}) failed: {answer['error']}"
             )
         return answer
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         self.send(request)
         return self.receive()
-
-    def close(self) -> None:
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 def measure(

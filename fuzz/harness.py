@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
-import select
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from forktool.fork import BASE_TAG, git, worktree
+from forktool.tree_process import TreeProcess
 
 REPO = Path(__file__).resolve().parents[1]
 FORK = REPO / "build" / "vllm"
@@ -64,75 +61,28 @@ def worker_env() -> dict[str, str]:
     return env
 
 
-class PlannerProcess:
+class PlannerProcess(TreeProcess):
     """One planner_worker.py process importing one tree's vllm."""
 
     def __init__(self, label: str, tree: Path) -> None:
-        self.label, self.tree = label, tree
-        self.log: IO[str] = tempfile.NamedTemporaryFile(
-            "w+", prefix=f"planner-{label}-", suffix=".log"
-        )
-        self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), str(tree)],
-            cwd=tree,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            env=worker_env(),
-            text=True,
-            bufsize=1,
+        super().__init__(
+            f"planner-{label}", tree, [sys.executable, str(WORKER)], worker_env()
         )
         self.next_id = 0
-        self.vllm_file = ""
-
-    def wait_ready(self) -> None:
-        hello = self._read(READY_TIMEOUT_S)
-        self.vllm_file = hello["vllm_file"]
-        if not Path(self.vllm_file).resolve().is_relative_to(self.tree.resolve()):
-            raise RuntimeError(f"{self.label}: imported {self.vllm_file}")
 
     def send(self, case: dict[str, Any]) -> int:
         self.next_id += 1
-        line = json.dumps({"id": self.next_id, "case": case})
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
+        self.write({"id": self.next_id, "case": case})
         return self.next_id
 
     def receive(self, request_id: int) -> dict[str, Any]:
-        result = self._read(PLAN_TIMEOUT_S)
+        result = self.read(PLAN_TIMEOUT_S)
         if result.get("id") != request_id:
             got = result.get("id")
             raise RuntimeError(f"{self.label}: answer to {got}, not {request_id}")
         if "harness_error" in result:
             raise RuntimeError(f"{self.label}: {result['harness_error']}")
         return result
-
-    def _read(self, timeout: float) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:
-            raise RuntimeError(
-                f"{self.label} worker ({self.tree}) gave no answer within {timeout} s"
-                f" (exit status {self.proc.poll()}); its log ends:\n{self._log_tail()}"
-            )
-        return json.loads(line)
-
-    def _log_tail(self, chars: int = 4000) -> str:
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()[-chars:]
-
-    def close(self) -> None:
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 class PlannerPair:
@@ -143,7 +93,7 @@ class PlannerPair:
         self.candidate = PlannerProcess(candidate_name, candidate_tree(candidate_name))
         try:
             for process in (self.reference, self.candidate):
-                process.wait_ready()
+                process.wait_ready(READY_TIMEOUT_S)
         except Exception:
             self.close()
             raise
