@@ -355,14 +355,21 @@ def change_second(tree: Path, body: str) -> None:
     fork.git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
 
 
-def test_issue_2_teammate_changes_a_patch(workspace):
-    _, patches, mine = workspace
-    series_of(workspace, *THREE)
+def teammate_changes_second(workspace) -> dict[str, bytes]:
+    """A teammate amends THREE's second patch and commits the series; return
+    patches/ as pulled."""
+    patches = workspace[1]
     theirs = teammate(workspace)
     change_second(theirs, "def double(x):\n    return x + x  # theirs\n")
     fork.export(theirs, patches)
     commit_series(patches)
-    pulled = snapshot(patches)
+    return snapshot(patches)
+
+
+def test_issue_2_teammate_changes_a_patch(workspace):
+    _, patches, mine = workspace
+    series_of(workspace, *THREE)
+    pulled = teammate_changes_second(workspace)
     with pytest.raises(ForkToolError, match="0002-Core-Second.patch: changed in the "):
         fork.export(mine, patches)
     assert snapshot(patches) == pulled
@@ -389,11 +396,7 @@ def test_issue_2_my_change_to_a_patch_is_local_work(workspace):
 def test_issue_2_both_sides_changed_a_patch(workspace):
     _, patches, mine = workspace
     series_of(workspace, *THREE)
-    theirs = teammate(workspace)
-    change_second(theirs, "def double(x):\n    return x + x  # theirs\n")
-    fork.export(theirs, patches)
-    commit_series(patches)
-    pulled = snapshot(patches)
+    pulled = teammate_changes_second(workspace)
     change_second(mine, "def double(x):\n    return x + x  # mine\n")
     my_head = head(mine)
     for command in (lambda: sync(workspace), lambda: fork.export(mine, patches)):
