@@ -12,23 +12,37 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from forktool import bench, ci_impact, fork, hfcache, matrix, pr, precommit, results
+from forktool import (
+    bench,
+    ci_impact,
+    fork,
+    hfcache,
+    lock,
+    matrix,
+    pr,
+    precommit,
+    results,
+)
 from forktool.errors import ForkToolError
 from forktool.pins import REPO, Pins, fetch
 from forktool.results import Measured
 from forktool.upstream import Runner, Selection, parse_junit, test_env
 from forktool.venv import (
-    COMPLETE,
+    VENV,
+    editable_vllm,
     ensure_venv,
     export_lines,
+    in_use,
     install_fork,
     python,
+    register_clone,
     run_in,
     size,
     stale,
     user_env,
-    venv_dir,
+    venv_id,
 )
+from forktool.venv_check import self_check
 
 BUILD = REPO / "build"
 FORK = BUILD / "vllm"
@@ -44,8 +58,8 @@ def cmd_sync(pins: Pins, args: argparse.Namespace) -> None:
         f"{pins.project} {pins.version}\n\n"
         f"The pristine {pins.sdist.filename}, sha256 {pins.sdist.sha256}.\n"
     )
-    # pip needs vLLM's build requirements (torch) to read the sdist's metadata.
-    sdist = lambda: fetch(pins, pins.sdist, python(ensure_venv(pins)))  # noqa: E731
+    register_clone()
+    sdist = lambda: fetch(pins, pins.sdist)  # noqa: E731
     print(
         fork.sync(
             FORK, PATCHES, pins.author, message, sdist, pins.generated, args.force
@@ -57,11 +71,22 @@ def cmd_export(pins: Pins, args: argparse.Namespace) -> None:
     print(fork.export(FORK, PATCHES))
 
 
-def cmd_install(pins: Pins, args: argparse.Namespace) -> Path:
+def cmd_lock(pins: Pins, args: argparse.Namespace) -> None:
+    print(lock.write(pins))
+
+
+def _install(pins: Pins) -> tuple[Path, Measured]:
+    """The venv made from the lock, the fork installed, and its self-check."""
     venv = ensure_venv(pins)
     print(f"venv: {venv}")
     install_fork(pins, venv, FORK)
-    return venv
+    print("venv self-check:", flush=True)
+    return venv, self_check(python(venv), lock.LOCK, test_env(BUILD / "hf-home"))
+
+
+def cmd_install(pins: Pins, args: argparse.Namespace) -> None:
+    if not _install(pins)[1]:
+        raise ForkToolError(f"{VENV} failed its self-check (above)")
 
 
 def _runner(venv: Path) -> Runner:
@@ -71,10 +96,12 @@ def _runner(venv: Path) -> Runner:
     return Runner(venv, FIXTURES, BUILD / "hf-home", selection.excluded, BUILD / "logs")
 
 
-def _prepare(pins: Pins) -> Path:
+def _prepare(pins: Pins) -> tuple[Path, Measured]:
     """sync + install, both idempotent; show the fork in use."""
     cmd_sync(pins, argparse.Namespace(force=False))
-    venv = cmd_install(pins, argparse.Namespace())
+    venv, checked = _install(pins)
+    if not checked:
+        return venv, checked
     version = subprocess.run(
         [str(venv / "bin" / "vllm"), "--version"],
         env=test_env(BUILD / "hf-home"),
@@ -90,24 +117,37 @@ def _prepare(pins: Pins) -> Path:
     print(f"vllm serve --help: exit status {serve.returncode}")
     if version.returncode != 0 or serve.returncode != 0:
         raise ForkToolError("vllm --version or vllm serve --help failed")
-    return venv
+    return venv, checked
+
+
+def _venv_check(checked: Measured) -> tuple[str, str, Callable[[], Measured]]:
+    """The self-check `install` ran, recorded as a check of its own."""
+    return ("venv self-check", "venv-self-check", lambda: checked)
 
 
 def cmd_setup(pins: Pins, args: argparse.Namespace) -> bool:
     start = time.monotonic()
-    venv = _prepare(pins)
+    venv, checked = _prepare(pins)
     prepared = time.monotonic() - start
-    check = ("regression matrix", "regression-matrix", lambda: _matrix(pins, venv))
-    return _run_checks(pins, [check], "python3 -m forktool setup", prepared)
+    checks = [_venv_check(checked)]
+    if checked:
+        matrix_check = lambda: _matrix(pins, venv)  # noqa: E731
+        checks.append(("regression matrix", "regression-matrix", matrix_check))
+    return _run_checks(pins, checks, "python3 -m forktool setup", prepared)
 
 
 def cmd_test(pins: Pins, args: argparse.Namespace) -> bool:
     start = time.monotonic()
-    venv = _prepare(pins)
+    venv, checked = _prepare(pins)
     prepared = time.monotonic() - start
+    if not checked:
+        return _run_checks(
+            pins, [_venv_check(checked)], "python3 -m forktool test", prepared
+        )
     runner = _runner(venv)
     selection = Selection.load(SELECTION)
     checks: list[tuple[str, str, Callable[[], Measured]]] = [
+        _venv_check(checked),
         ("tool tests", "tool-tests", lambda: _pytest(venv, "tests")),
         (
             "regression matrix",
@@ -269,8 +309,11 @@ COMMANDS = {
         "refuses, changing nothing, while a git operation (am, rebase, "
         "cherry-pick, revert, merge, bisect) is stopped in the fork, while the "
         "fork has uncommitted changes, while it holds work the series lacks (run "
-        "export), and when both sides changed. Writes: build/vllm, "
-        "build/logs/sync-git-am.log, the sdist download in the cache.",
+        "export), and when both sides changed. It needs git and the pinned "
+        "sdist, no venv: it downloads the sdist (uv names its URL on the index; "
+        "verified by sha256 before anything is unpacked) unless the cache holds "
+        "it. Writes: build/vllm, build/logs/sync-git-am.log, the sdist and uv "
+        "in ${VLLM_FORK_CACHE:-~/.cache/vllm-fork}.",
     ),
     "export": (
         "write build/vllm's commits back to patches/",
@@ -282,29 +325,42 @@ COMMANDS = {
         "operation is stopped in the fork, while the fork has uncommitted "
         "changes, when the series has changes the fork lacks (run sync), and "
         "when it would delete a patch file, or overwrite one it did not write, "
-        "that is not committed in this repository. Writes: patches/ only.",
+        "that is not committed in this repository. Needs no venv and downloads "
+        "nothing. Writes: patches/ only.",
+    ),
+    "lock": (
+        "resolve venv.lock from pins.toml",
+        "Resolve every package of the venv (vLLM's runtime dependencies from the "
+        "pinned wheel's metadata, pip, the build and test requirements, under "
+        "pins.toml's constraints) with `uv pip compile --generate-hashes` for "
+        "the pinned Python and platform, and write venv.lock with a digest of "
+        "the pins it was resolved from; commit it with pins.toml. Every other "
+        "command refuses pins changed since. Writes: venv.lock only.",
     ),
     "install": (
-        "create the cached venv, install the fork into it",
-        "Create the venv for these pins (vLLM's dependencies from the pinned "
-        "wheel) unless it is cached, and install build/vllm into it, editable, "
-        "with VLLM_USE_PRECOMPILED=1. The venv is shared by every clone with the "
-        "same pins: installing points it at this clone's build/vllm and says "
-        "which clone it pointed at before. It refuses a download whose sha256 "
-        "differs from pins.toml (nothing is unpacked). Writes: the venv and "
-        "downloads under "
-        "${VLLM_FORK_CACHE:-~/.cache/vllm-fork}, build outputs in build/vllm "
-        "(ignored by git).",
+        "make build/.venv exactly venv.lock, install the fork, self-check it",
+        "Make this clone's venv, build/.venv, exactly venv.lock (`uv pip sync`, "
+        "files hard-linked from uv's cache), unless it already is; install "
+        "build/vllm into it, editable, with VLLM_USE_PRECOMPILED=1; then check "
+        "it: no file installed by two distributions with different contents, "
+        "every package as the lock pins it, and the imports the checks need "
+        "succeed. It refuses pins changed without re-locking, a download whose "
+        "sha256 differs from pins.toml (nothing is unpacked), and fails naming "
+        "the file, distributions or package at fault. Writes: build/.venv, "
+        "build outputs in build/vllm (ignored by git), the wheel, uv and a note "
+        "of this clone in ${VLLM_FORK_CACHE:-~/.cache/vllm-fork}, uv's cache.",
     ),
     "setup": (
         "sync, install, show the fork, run the regression matrix",
-        "sync, then install, then show `vllm --version` from the fork and run "
-        "the series' regression matrix. Refuses what sync refuses. Writes what "
-        "sync and install write, and build/trees, build/logs, build/hf-home.",
+        "sync, then install (with the venv's self-check), then show `vllm "
+        "--version` from the fork and run the series' regression matrix. "
+        "Refuses what sync and install refuse. Writes what sync and install "
+        "write, and build/trees, build/logs, build/hf-home, build/results.",
     ),
     "test": (
         "everything setup does, plus every check CI runs",
-        "Everything setup does, then the tool's tests, the GPU-only tests "
+        "Everything setup does (the venv's self-check first), then the tool's "
+        "tests, the GPU-only tests "
         "(collected, skipped here), vLLM's CI checkers and pre-commit, the CI "
         "impact report, the out-of-tree override checks, the planner fuzz, and "
         "vLLM's CPU selection on the fork (the pristine base runs only what does "
@@ -314,8 +370,9 @@ COMMANDS = {
     ),
     "env": (
         "print the shell lines for the fork's environment",
-        'Print `export` lines, for eval "$(python3 -m forktool env)": the cached '
-        "venv (VIRTUAL_ENV, PATH), VLLM_TARGET_DEVICE=cpu where there is no GPU "
+        'Print `export` lines, for eval "$(python3 -m forktool env)": this '
+        "clone's venv, build/.venv (VIRTUAL_ENV, PATH), and a comment naming the "
+        "vLLM tree it imports; VLLM_TARGET_DEVICE=cpu where there is no GPU "
         "(no nvidia-smi), HF_HOME=build/hf-home with the fixtures' configs, "
         "HF_HUB_OFFLINE=1. It refuses nothing and installs nothing (run install). "
         "Writes: build/hf-home.",
@@ -325,16 +382,20 @@ COMMANDS = {
         "Run a command in the environment `env` prints, in the current "
         "directory or the one -C names, e.g. `python3 -m forktool run -C "
         "build/vllm -- pytest tests/v1/core/test_kv_cache_utils.py -k zeroing`. "
-        "Exits with the command's status. Refuses when the venv is missing (run "
-        "install). Writes: build/hf-home, and whatever the command writes.",
+        "It names the venv and the vLLM tree it uses on stderr, and exits with "
+        "the command's status. Refuses when the venv is missing (run install). "
+        "Writes: build/hf-home, and whatever the command writes.",
     ),
     "cache": (
-        "list (and remove) venvs and downloads of other pins",
-        "List the venvs and downloads in ${VLLM_FORK_CACHE:-~/.cache/vllm-fork} "
-        "that this clone's pins.toml does not use (old pins), with their sizes; "
-        "--remove deletes them. A clone or branch on other pins downloads and "
-        "builds again what it needs. It refuses to list or remove what this "
-        "clone's pins use. Writes: nothing without --remove.",
+        "list (and remove) downloads and uv builds no clone uses",
+        "List what ${VLLM_FORK_CACHE:-~/.cache/vllm-fork} holds that the pins of "
+        "no clone on this machine use (every clone that ran sync, install or "
+        "cache is noted there), with their sizes: downloads, uv builds, and the "
+        "venvs an older forktool shared, unless they still hold an existing "
+        "clone's fork; --remove deletes them. A clone's own venv, build/.venv, "
+        "is never touched (`rm -rf build/.venv` removes it; uv's cache is "
+        "pruned with `uv cache prune`): it refuses to list or remove what any "
+        "clone uses. Writes: nothing without --remove.",
     ),
     "pr": (
         "write build/pr/: PR description, series, apply-to-vllm.sh",
@@ -356,29 +417,37 @@ def _hf_home() -> Path:
     return BUILD / "hf-home"
 
 
+def _uses(venv: Path) -> str:
+    """Which venv and which vLLM tree `env` and `run` use."""
+    tree = editable_vllm(venv)
+    vllm = f"vLLM from {tree}" if tree else "no editable vLLM yet"
+    return f"venv {venv} ({vllm})"
+
+
 def cmd_env(pins: Pins, args: argparse.Namespace) -> None:
-    venv = venv_dir(pins)
     _hf_home()
-    if not (venv / COMPLETE).exists():
-        print(f"# {venv} does not exist yet: run `python3 -m forktool install`")
-    print(export_lines(user_env(venv, BUILD / "hf-home")))
+    if not venv_id(VENV):
+        print(f"# {VENV} does not exist yet: run `python3 -m forktool install`")
+    print(f"# {_uses(VENV)}")
+    print(export_lines(user_env(VENV, BUILD / "hf-home")))
 
 
 def cmd_run(pins: Pins, args: argparse.Namespace) -> int:
-    venv = venv_dir(pins)
-    if not (venv / COMPLETE).exists():
-        raise ForkToolError(f"{venv} does not exist; run `python3 -m forktool install`")
+    if not venv_id(VENV):
+        raise ForkToolError(f"{VENV} does not exist; run `python3 -m forktool install`")
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise ForkToolError("nothing to run: python3 -m forktool run -- <command>")
     _hf_home()
-    variables = user_env(venv, BUILD / "hf-home")
-    return run_in(variables, command, args.directory)
+    print(f"forktool run: {_uses(VENV)}", file=sys.stderr, flush=True)
+    return run_in(user_env(VENV, BUILD / "hf-home"), command, args.directory)
 
 
 def cmd_cache(pins: Pins, args: argparse.Namespace) -> None:
+    register_clone()
+    for repo, paths in in_use(pins).items():
+        print(f"in use by {repo}: {', '.join(map(str, paths)) or 'nothing'}")
     old = stale(pins)
-    print(f"in use by {REPO / 'pins.toml'}: {venv_dir(pins)}")
     for path in old:
         print(f"{'removing' if args.remove else 'stale'}  {path}  {size(path)} bytes")
         if args.remove:
@@ -395,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = {
         "sync": cmd_sync,
         "export": cmd_export,
+        "lock": cmd_lock,
         "install": cmd_install,
         "setup": cmd_setup,
         "test": cmd_test,

@@ -25,7 +25,7 @@ from forktool.pins import REPO, Pins
 from forktool.results import CheckResult, fork_tree, write
 from forktool.tree_process import TreeProcess
 from forktool.upstream import test_env
-from forktool.venv import COMPLETE, python, venv_dir
+from forktool.venv import VENV, python, venv_id
 
 BUILD = REPO / "build"
 FORK = BUILD / "vllm"
@@ -246,8 +246,8 @@ def run(
     if not (FORK / ".git").exists():
         raise ForkToolError(f"no fork at {FORK}; run `python3 -m forktool setup`")
     ensure_safe(FORK, "bench")  # results name the fork's HEAD tree
-    venv = venv_dir(pins)
-    if not (venv / COMPLETE).exists():
+    venv = VENV
+    if not venv_id(venv):
         raise ForkToolError(f"no venv at {venv}; run `python3 -m forktool setup`")
     hfcache.lay_out(REPO / "fixtures" / "hf", BUILD / "hf-home")
     trees = {"base": worktree(FORK, BASE_TREE, BASE_TAG), "fork": FORK}

@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import tomllib
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from forktool import uv
 from forktool.errors import ForkToolError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,8 +34,12 @@ class Pins:
     pip: str
     build_requirements: tuple[str, ...]
     test_requirements: tuple[str, ...]
-    uv: str = ""
-    """The installer for the venv's packages; empty: pip."""
+    uv: str = "uv"
+    """Locks and installs the venv's packages, finds the downloads."""
+    constraints: tuple[str, ...] = ()
+    python: str = "3.11"
+    platform: str = "x86_64-manylinux_2_28"
+    """The interpreter and platform venv.lock is resolved for."""
 
     @classmethod
     def load(cls, path: Path = REPO / "pins.toml") -> Pins:
@@ -52,7 +56,10 @@ class Pins:
             pip=data["venv"]["pip"],
             build_requirements=tuple(data["venv"]["build"]),
             test_requirements=tuple(data["venv"]["test"]),
-            uv=data["venv"].get("uv", ""),
+            uv=data["venv"]["uv"],
+            constraints=tuple(data["venv"]["constraints"]),
+            python=data["venv"]["python"],
+            platform=data["venv"]["platform"],
         )
 
     @property
@@ -84,34 +91,35 @@ def verify(path: Path, artifact: Artifact) -> Path:
     return path
 
 
-def fetch(pins: Pins, artifact: Artifact, python: str = sys.executable) -> Path:
-    """Return the cached, sha256-verified artifact, downloading it with pip.
+def uv_binary(pins: Pins) -> Path:
+    return uv.binary(pins.uv, cache_dir() / "tools")
 
-    `python` must be able to build vLLM's sdist metadata (setup.py imports
-    torch) when the sdist is fetched; the venv made by `forktool install`
-    can, see `venv.ensure_venv`.
+
+def fetch(pins: Pins, artifact: Artifact) -> Path:
+    """Return the cached, sha256-verified artifact, downloading it first.
+
+    uv names the file's URL on the index from the wheel's metadata, so no
+    sdist is built and no venv is needed.
     """
     downloads = cache_dir() / "downloads"
     target = downloads / artifact.filename
     if target.exists():
         return verify(target, artifact)
+    urls = uv.download_urls(
+        uv_binary(pins), pins.requirement, pins.python, pins.platform
+    )
+    if artifact.filename not in urls:
+        raise ForkToolError(
+            f"the index serves no {artifact.filename} for {pins.requirement} "
+            f"(it serves: {', '.join(sorted(urls)) or 'nothing'})"
+        )
     downloads.mkdir(parents=True, exist_ok=True)
+    print(f"downloading {artifact.filename}", flush=True)
     with tempfile.TemporaryDirectory(dir=downloads) as tmp:
-        requirement = Path(tmp, "requirement.txt")
-        requirement.write_text(f"{pins.requirement} --hash=sha256:{artifact.sha256}\n")
-        binary = ["--only-binary", pins.project]
-        if artifact == pins.sdist:
-            # vLLM's setup.py needs its build requirements (torch included),
-            # and appends a device suffix to the version unless told not to.
-            binary = ["--no-binary", pins.project, "--no-build-isolation"]
-        cmd = [python, "-m", "pip", "download", "--no-deps", "--require-hashes"]
-        cmd += [*binary, "-r", str(requirement), "-d", tmp]
-        env = {**os.environ, "VLLM_SKIP_VERSION_SUFFIX": "1"}
-        if subprocess.run(cmd, env=env).returncode != 0:
-            raise ForkToolError(f"pip could not download {artifact.filename}")
         downloaded = Path(tmp, artifact.filename)
-        if not downloaded.exists():
-            raise ForkToolError(f"pip did not produce {artifact.filename} in {tmp}")
+        with urllib.request.urlopen(urls[artifact.filename]) as response:
+            with downloaded.open("wb") as out:
+                shutil.copyfileobj(response, out, 1 << 20)
         verify(downloaded, artifact)
         shutil.move(downloaded, target)
     return target

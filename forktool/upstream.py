@@ -25,7 +25,7 @@ from pathlib import Path
 from forktool.errors import ForkToolError
 from forktool.fork import git
 from forktool.pins import REPO, cache_dir
-from forktool.venv import python
+from forktool.venv import python, venv_id
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
 PROGRESS_EVERY = 20.0
@@ -224,7 +224,7 @@ class Runner:
                 args,
                 self.excluded,
                 _digest(self.fixtures, *inputs),
-                self.venv.name,
+                venv_id(self.venv),
             ]
         )
         digest = hashlib.sha256(key.encode()).hexdigest()

@@ -1,8 +1,10 @@
-"""The cached virtualenv, and the fork installed into it from source.
+"""Each clone's virtualenv (build/.venv), made exactly as venv.lock says,
+and the fork installed into it from source.
 
-The venv's packages are installed with uv, as vLLM's own workflow does, at
-the version pins.toml pins, from the indexes pip is configured with; with
-pip when uv cannot be had.
+uv creates and fills the venv from its cache, hard-linking the files, so a
+second clone costs seconds and no extra disk. The downloads and uv itself
+live in the cache shared by the clones; `cache` removes only what no
+clone's pins use.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import fcntl
 import hashlib
 import json
 import os
-import platform
 import shlex
 import shutil
 import subprocess
@@ -20,119 +21,61 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from forktool import lock, uv
 from forktool.errors import ForkToolError
-from forktool.pins import Pins, cache_dir, fetch
+from forktool.pins import REPO, Pins, cache_dir, fetch, uv_binary
 
+VENV = REPO / "build" / ".venv"
 COMPLETE = ".forktool-complete"
-
-
-def venv_dir(pins: Pins) -> Path:
-    """The venv for these pins and this interpreter, shared by every clone."""
-    key = json.dumps(
-        [
-            platform.machine(),
-            platform.python_version(),
-            pins.wheel.sha256,
-            pins.pip,
-            pins.build_requirements,
-            pins.test_requirements,
-        ]
-    )
-    return cache_dir() / f"venv-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+"""Written last, holding the digest of the lock the venv was made from."""
 
 
 def python(venv: Path) -> str:
     return str(venv / "bin" / "python")
 
 
-def _pip(venv: Path) -> list[str]:
-    return [python(venv), "-m", "pip", "install", "--progress-bar", "off"]
-
-
-def _install(cmd: list[str], env: dict[str, str] | None = None) -> None:
-    print("+", " ".join(cmd), flush=True)
-    if subprocess.run(cmd, env={**os.environ, **(env or {})}).returncode != 0:
-        raise ForkToolError(f"{' '.join(cmd[:4])} ... failed")
-
-
-# pip's settings that say where packages come from, and uv's options for them.
-_INDEX_OPTIONS = {
-    "index-url": "--index-url",
-    "extra-index-url": "--extra-index-url",
-    "find-links": "--find-links",
-    "constraint": "--constraint",
-}
-
-
-def uv_index_options(pip_config: str) -> list[str]:
-    """uv options that install from where pip would, given `pip config list`."""
-    settings: dict[str, str] = {}
-    for scope in ("global", "install", ":env:"):  # pip's precedence, lowest first
-        for line in pip_config.splitlines():
-            name, _, value = line.partition("=")
-            section, _, key = name.rpartition(".")
-            if section == scope and key in _INDEX_OPTIONS:
-                settings[key] = value.strip("'\"")
-    return [
-        part
-        for key, values in settings.items()
-        for value in values.split()
-        for part in (_INDEX_OPTIONS[key], value)
-    ]
-
-
-def _uv(pins: Pins) -> list[str] | None:
-    """`uv pip install` as pip would install, or None when uv cannot be had."""
-    if not pins.uv:
-        return None
-    tool = cache_dir() / "tools" / pins.uv.replace("==", "-")
-    uv = tool / "bin" / "uv"
-    if not uv.exists():
-        shutil.rmtree(tool, ignore_errors=True)
-        made = subprocess.run([sys.executable, "-m", "venv", str(tool)])
-        pip = [python(tool), "-m", "pip", "install", "-q", pins.uv]
-        if made.returncode != 0 or subprocess.run(pip).returncode != 0:
-            print(f"{pins.uv} could not be installed; pip installs instead")
-            return None
-    config = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
-    )
-    # pip takes the best version from all indexes; uv only if told so.
-    cmd = [str(uv), "pip", "install", "--index-strategy", "unsafe-best-match"]
-    return [*cmd, "--compile-bytecode", *uv_index_options(config.stdout)]
+def venv_id(venv: Path) -> str:
+    """The digest of the lock `venv` was made from; "" if it is incomplete."""
+    marker = venv / COMPLETE
+    return marker.read_text().strip() if marker.exists() else ""
 
 
 @contextmanager
-def _locked(lock: Path) -> Iterator[None]:
-    """Hold `lock` exclusively: one forktool at a time creates a venv."""
-    with lock.open("w") as f:
+def _locked(path: Path) -> Iterator[None]:
+    """Hold `path` exclusively: one forktool at a time fills a venv."""
+    with path.open("w") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"waiting for another forktool that holds {lock}", flush=True)
+            print(f"waiting for another forktool that holds {path}", flush=True)
             fcntl.flock(f, fcntl.LOCK_EX)
         yield
 
 
-def ensure_venv(pins: Pins) -> Path:
-    """Create the venv with vLLM's pinned dependencies, unless it is cached."""
-    venv = venv_dir(pins)
+def _interpreter(pins: Pins) -> str:
+    """This Python when it is the one the lock is for, else uv finds one."""
+    running = ".".join(map(str, sys.version_info[:2]))
+    return sys.executable if running == pins.python else pins.python
+
+
+def ensure_venv(pins: Pins, venv: Path = VENV) -> Path:
+    """Make `venv` exactly venv.lock, unless it already is."""
+    lock_file = lock.current(pins)
+    wanted = lock.digest(lock_file)
+    register_clone()
     venv.parent.mkdir(parents=True, exist_ok=True)
-    # Hidden, so that `ls -d <cache>/venv-*` still names the venv alone.
-    with _locked(venv.with_name(f".{venv.name}.lock")):
-        if (venv / COMPLETE).exists():
+    with _locked(venv.parent / f"{venv.name}.lock"):
+        if venv_id(venv) == wanted:
             return venv
-        shutil.rmtree(venv, ignore_errors=True)  # a partial one from a broken run
-        wheel = fetch(pins, pins.wheel)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        uv = _uv(pins)
-        installer = [*uv, "--python", python(venv)] if uv else _pip(venv)
-        _install([*installer, pins.pip])
-        # The verified wheel brings vLLM's runtime dependencies exactly as it
-        # pins them; the fork's editable install replaces its vllm package.
-        _install([*installer, str(wheel)])
-        _install([*installer, *pins.build_requirements, *pins.test_requirements])
-        (venv / COMPLETE).write_text(pins.wheel.sha256 + "\n")
+        tool = uv_binary(pins)
+        if not Path(python(venv)).exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            uv.run(tool, "venv", "-q", "--python", _interpreter(pins), str(venv))
+        (venv / COMPLETE).unlink(missing_ok=True)
+        # Exactly the lock: what it lacks is removed, the fork's vllm too
+        # (install_fork puts it back).
+        uv.run(tool, "pip", "sync", "-q", "--python", python(venv), str(lock_file))
+        (venv / COMPLETE).write_text(wanted + "\n")
     return venv
 
 
@@ -156,9 +99,6 @@ def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
     if before == fork.resolve() and compiled.exists():
         print(f"vllm in {venv} is already the editable fork at {fork}")
         return
-    note = repoint_note(venv, before, fork)
-    if note:
-        print(note, flush=True)
     env = {
         "VLLM_USE_PRECOMPILED": "1",
         "VLLM_PRECOMPILED_WHEEL_LOCATION": str(fetch(pins, pins.wheel)),
@@ -166,21 +106,13 @@ def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
         # dev version; the fork is vLLM <version> plus patches.
         "SETUPTOOLS_SCM_PRETEND_VERSION": pins.version,
     }
-    editable = ["--no-build-isolation", "--no-deps", "-e", str(fork)]
-    _install([*_pip(venv), *editable], env)
+    cmd = [python(venv), "-m", "pip", "install", "--progress-bar", "off"]
+    cmd += ["--no-build-isolation", "--no-deps", "-e", str(fork)]
+    print("+", shlex.join(cmd), flush=True)
+    if subprocess.run(cmd, env={**os.environ, **env}).returncode != 0:
+        raise ForkToolError(f"installing {fork} into {venv} failed, see above")
     if installed_from(venv) != fork.resolve():
         raise ForkToolError(f"vllm in {venv} does not import from {fork}")
-
-
-def repoint_note(venv: Path, before: Path | None, fork: Path) -> str | None:
-    """What installing `fork` replaces in the venv that every clone shares."""
-    if before is None or before == fork.resolve() or before.is_relative_to(venv):
-        return None
-    return (
-        f"{venv} is shared by every clone with these pins; its vllm was the "
-        f"editable fork at {before}, and now becomes {fork}. To point it back, "
-        f"run `python3 -m forktool install` in the clone that holds {before}."
-    )
 
 
 def user_env(venv: Path, hf_home: Path, gpu: bool | None = None) -> dict[str, str]:
@@ -217,13 +149,57 @@ def run_in(variables: dict[str, str], command: list[str], cwd: str = ".") -> int
     return subprocess.run([executable, *command[1:]], env=env, cwd=cwd).returncode
 
 
-def stale(pins: Pins) -> list[Path]:
-    """Venvs and downloads in the cache that these pins no longer use."""
+def _clones() -> Path:
+    return cache_dir() / "clones"
+
+
+def register_clone(repo: Path = REPO) -> None:
+    """Note in the cache that `repo` uses it, so `cache` keeps what its pins use."""
+    _clones().mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(str(repo).encode()).hexdigest()[:16]
+    (_clones() / f"{name}.json").write_text(json.dumps({"repo": str(repo)}) + "\n")
+
+
+def _used_by(pins: Pins) -> set[Path]:
     root = cache_dir()
-    keep = {venv_dir(pins)} | {
-        root / "downloads" / a.filename for a in (pins.sdist, pins.wheel)
-    }
-    found = [*root.glob("venv-*"), *root.glob("downloads/*")]
+    files = {root / "downloads" / a.filename for a in (pins.sdist, pins.wheel)}
+    return files | {root / "tools" / pins.uv.replace("==", "-")}
+
+
+def in_use(pins: Pins) -> dict[Path, list[Path]]:
+    """What in the cache each clone on this machine uses: its pins' downloads
+    and uv, and the venvs an older forktool shared that hold its fork."""
+    used = {REPO: _used_by(pins)}
+    for entry in sorted(_clones().glob("*.json")):
+        repo = Path(json.loads(entry.read_text())["repo"])
+        try:
+            used[repo] = _used_by(Pins.load(repo / "pins.toml"))
+        except (OSError, KeyError, ValueError):
+            continue  # gone, or pins this forktool cannot read: nothing kept
+    for old in cache_dir().glob("venv-*"):
+        fork = editable_vllm(old)
+        if fork is not None and fork.exists():
+            used.setdefault(fork.parent.parent, set()).add(old)
+    return {repo: sorted(paths) for repo, paths in used.items()}
+
+
+def editable_vllm(venv: Path) -> Path | None:
+    """The fork tree a venv's editable vllm points at (PEP 610), if any."""
+    for record in venv.glob("lib/python*/site-packages/vllm-*.dist-info"):
+        try:
+            url = json.loads((record / "direct_url.json").read_text())["url"]
+        except (OSError, KeyError, ValueError):
+            continue
+        return Path(url.removeprefix("file://"))
+    return None
+
+
+def stale(pins: Pins) -> list[Path]:
+    """Downloads, uv builds and old shared venvs in the cache that no
+    clone's pins on this machine use."""
+    root = cache_dir()
+    keep = {path for paths in in_use(pins).values() for path in paths}
+    found = [*root.glob("venv-*"), *root.glob("downloads/*"), *root.glob("tools/*")]
     return sorted(path for path in found if path not in keep)
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from forktool import matrix, upstream
 from forktool.upstream import Progress, Runner, Selection
-from forktool.venv import uv_index_options
 
 # Real `pytest -v -rfE` output (pytest 9.1) of a file with a pass, a failure,
 # a skip, a test that errors in teardown after passing, ids with a space and
@@ -60,35 +59,6 @@ def test_progress_line():
     line = Progress(done=40, failed=1, total=300).line(125.7)
     assert line == "40/300 tests done, 1 failed, 2 min 05 s"
     assert Progress(0, 0, None).line(3) == "0 tests done, 0 failed, 0 min 03 s"
-
-
-# `pip config list` on a machine with local mirrors, one setting also from
-# the environment, which pip lets win over the files.
-PIP_CONFIG = """\
-:env:.default-timeout='180'
-:env:.find-links='/opt/wheels'
-global.cert='/etc/ssl/certs/ca-certificates.crt'
-global.constraint='/etc/xdg/pip/constraints.txt'
-global.extra-index-url='file:///opt/pypi/simple file:///opt/pypi-more/simple'
-global.find-links='/srv/old-wheels'
-"""
-
-
-def test_uv_installs_from_where_pip_would():
-    assert uv_index_options(PIP_CONFIG) == [
-        "--constraint",
-        "/etc/xdg/pip/constraints.txt",
-        "--extra-index-url",
-        "file:///opt/pypi/simple",
-        "--extra-index-url",
-        "file:///opt/pypi-more/simple",
-        "--find-links",
-        "/opt/wheels",
-    ]
-
-
-def test_uv_without_pip_settings_uses_its_defaults():
-    assert uv_index_options("") == []
 
 
 # The same run under pytest-xdist (-n 2), as pytest-xdist 3.8 prints it.

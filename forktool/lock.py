@@ -1,0 +1,106 @@
+"""venv.lock: every package of the venv, exact version and sha256 hashes.
+
+`python3 -m forktool lock` resolves it from pins.toml with `uv pip compile
+--generate-hashes`; `install` installs exactly it (`uv pip sync`), never a
+fresh resolution. Its header records a digest of the pins it was resolved
+from, so pins changed without re-locking are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tempfile
+from pathlib import Path
+
+from forktool import uv
+from forktool.errors import ForkToolError
+from forktool.pins import REPO, Pins, uv_binary
+
+LOCK = REPO / "venv.lock"
+COMMAND = "python3 -m forktool lock"
+_DIGEST = "# pins-digest: "
+_PIN = re.compile(r"^([A-Za-z0-9._-]+)==([^\s;\\]+)", re.MULTILINE)
+
+
+def requirements(pins: Pins) -> list[str]:
+    """What the lock resolves: vLLM's runtime dependencies (from the pinned
+    version's wheel), pip, the build and test requirements."""
+    return [
+        pins.requirement,
+        pins.pip,
+        *pins.build_requirements,
+        *pins.test_requirements,
+    ]
+
+
+def pins_digest(pins: Pins) -> str:
+    inputs = [
+        requirements(pins),
+        pins.wheel.sha256,
+        pins.constraints,
+        pins.python,
+        pins.platform,
+        pins.uv,
+    ]
+    return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()
+
+
+def write(pins: Pins, lock: Path = LOCK) -> str:
+    """Resolve the lock from the pins; return what changed, in a line."""
+    before = packages(lock.read_text()) if lock.exists() else {}
+    with tempfile.TemporaryDirectory() as tmp:
+        spec, constraints, out = (Path(tmp, n) for n in ("in", "constraints", "out"))
+        spec.write_text("\n".join(requirements(pins)) + "\n")
+        constraints.write_text("\n".join(pins.constraints) + "\n")
+        uv.run(uv_binary(pins), "pip", "compile", "-q", "--generate-hashes",
+               "--no-header", "--python-version", pins.python,
+               "--python-platform", pins.platform, "-c", str(constraints),
+               # The fork's editable install provides vllm itself.
+               "--no-emit-package", pins.project,
+               str(spec), "-o", str(out))  # fmt: skip
+        # Name the inputs as the reader knows them, not by temporary paths.
+        body = out.read_text().replace(f"-r {spec}", "pins.toml")
+        body = body.replace(f"-c {constraints}", "pins.toml [venv] constraints")
+    header = (
+        f"# The venv's packages, resolved from pins.toml by `{COMMAND}` for "
+        f"CPython {pins.python} on {pins.platform}.\n"
+        "# Do not edit: change pins.toml and run the command again.\n"
+        f"{_DIGEST}{pins_digest(pins)}\n"
+    )
+    lock.write_text(header + body)
+    after = packages(body)
+    changed = {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}
+    return f"{lock.name}: {len(after)} packages, {len(changed)} changed"
+
+
+def packages(text: str) -> dict[str, str]:
+    """Name -> version of each package a lock pins."""
+    return {normal(name): version for name, version in _PIN.findall(text)}
+
+
+def normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def current(pins: Pins, lock: Path = LOCK) -> Path:
+    """The lock, refused when it is missing or was resolved from other pins."""
+    if not lock.exists():
+        raise ForkToolError(f"{lock} is missing; run `{COMMAND}` and commit it")
+    recorded = next(
+        (line[len(_DIGEST) :] for line in lock.read_text().splitlines()
+         if line.startswith(_DIGEST)),
+        "",
+    )  # fmt: skip
+    if recorded != pins_digest(pins):
+        raise ForkToolError(
+            f"pins.toml changed since {lock.name} was resolved from it; run "
+            f"`{COMMAND}` and commit {lock.name} with pins.toml"
+        )
+    return lock
+
+
+def digest(lock: Path) -> str:
+    """What identifies the venv a lock makes."""
+    return hashlib.sha256(lock.read_bytes()).hexdigest()

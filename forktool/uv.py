@@ -1,0 +1,60 @@
+"""uv, at the version pins.toml pins: it locks, creates and fills the venv,
+and finds where the index serves the pinned downloads.
+
+uv resolves from its own index settings (PyPI unless `UV_INDEX_URL`,
+`UV_DEFAULT_INDEX` or `uv.toml` say otherwise), never from pip's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+from forktool.errors import ForkToolError
+
+
+def binary(requirement: str, tools: Path) -> Path:
+    """`uv`, installed with pip under `tools` once."""
+    tool = tools / requirement.replace("==", "-")
+    uv = tool / "bin" / "uv"
+    if uv.exists():
+        return uv
+    shutil.rmtree(tool, ignore_errors=True)
+    print(f"installing {requirement} into {tool}", flush=True)
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--prefix", str(tool)]
+    if subprocess.run([*pip, requirement]).returncode != 0 or not uv.exists():
+        shutil.rmtree(tool, ignore_errors=True)
+        raise ForkToolError(f"pip could not install {requirement} (pins.toml [venv])")
+    return uv
+
+
+def run(uv: Path, *args: str) -> None:
+    """`uv args...`, never downloading a Python of its own."""
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    print("+", " ".join(["uv", *args]), flush=True)
+    code = subprocess.run([str(uv), *args], env=env).returncode
+    if code != 0:
+        raise ForkToolError(
+            f"`uv {' '.join(args[:2])}` failed (exit {code}), see above"
+        )
+
+
+def download_urls(
+    uv: Path, requirement: str, python: str, platform: str
+) -> dict[str, str]:
+    """File name -> URL of each sdist and wheel the index serves for
+    `requirement` (one exact version), as uv resolves it: no build, no venv."""
+    with tempfile.TemporaryDirectory() as tmp:
+        spec, lock = Path(tmp, "in.txt"), Path(tmp, "pylock.toml")
+        spec.write_text(requirement + "\n")
+        run(uv, "pip", "compile", "-q", "--no-deps", "--format", "pylock.toml",
+            "--python-version", python, "--python-platform", platform,
+            str(spec), "-o", str(lock))  # fmt: skip
+        packages = tomllib.loads(lock.read_text())["packages"]
+    files = [f for p in packages for f in [p.get("sdist", {}), *p.get("wheels", [])]]
+    return {f["url"].rsplit("/", 1)[-1]: f["url"] for f in files if "url" in f}

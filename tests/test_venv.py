@@ -1,0 +1,176 @@
+"""The venv: its lock, its self-check, one per clone, and what `cache` keeps.
+No vLLM and no network: the self-check runs on a venv of synthetic wheels."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import forktool.__main__ as forktool_main
+from forktool import lock, venv
+from forktool.errors import ForkToolError
+from forktool.pins import Pins, cache_dir
+from forktool.venv_check import self_check
+
+
+def test_the_committed_lock_is_current_for_the_pins():
+    assert lock.current(Pins.load()) == lock.LOCK
+    pinned = lock.packages(lock.LOCK.read_text())
+    # The deliberate resolution: cuda-python 13 brings no files of its own
+    # under cuda/bindings/, and the editable fork provides vllm.
+    assert pinned["cuda-python"].startswith("13.")
+    assert pinned["cuda-bindings"].startswith("13.") and "vllm" not in pinned
+
+
+def test_pins_changed_without_relocking_are_refused(tmp_path):
+    pins = Pins.load()
+    moved = dataclasses.replace(pins, test_requirements=(*pins.test_requirements, "x"))
+    with pytest.raises(ForkToolError, match="run `python3 -m forktool lock`"):
+        lock.current(moved)
+    with pytest.raises(ForkToolError, match="run `python3 -m forktool lock`"):
+        lock.current(pins, tmp_path / "venv.lock")  # missing
+    # The command that fixes it is the one that records the digest.
+    relocked = tmp_path / "venv.lock"
+    relocked.write_text(f"# pins-digest: {lock.pins_digest(moved)}\nx==1 \\\n")
+    assert lock.current(moved, relocked) == relocked
+    assert lock.packages(relocked.read_text()) == {"x": "1"}
+
+
+def wheel(directory: Path, name: str, files: dict[str, str]) -> Path:
+    """A minimal wheel of distribution `name` 1.0 holding `files`."""
+    dist_info = f"{name}-1.0.dist-info"
+    contents = {
+        **files,
+        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n",
+    }
+    record = []
+    for path, text in contents.items():
+        digest = hashlib.sha256(text.encode()).digest()
+        b64 = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+        record.append(f"{path},sha256={b64},{len(text.encode())}")
+    record.append(f"{dist_info}/RECORD,,")
+    path = directory / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for member, text in contents.items():
+            zf.writestr(member, text)
+        zf.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def make_venv(tmp_path: Path, *wheels: Path) -> str:
+    """A venv without pip, the wheels installed into it by pip, in order."""
+    env = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", env], check=True)
+    python = str(env / "bin" / "python")
+    pip = [sys.executable, "-m", "pip", "--python", python, "install", "-q"]
+    for path in wheels:
+        subprocess.run([*pip, "--no-index", "--no-deps", path], check=True)
+    return python
+
+
+def lock_of(tmp_path: Path, *names: str) -> Path:
+    path = tmp_path / "venv.lock"
+    path.write_text(
+        "".join(f"{name}==1.0 \\\n    --hash=sha256:00\n" for name in names)
+    )
+    return path
+
+
+def test_self_check_names_both_distributions_of_a_clashing_file(tmp_path, capsys):
+    first = wheel(tmp_path, "clash_a", {"shared/bindings.py": "A = 1\n"})
+    second = wheel(tmp_path, "clash_b", {"shared/bindings.py": "B = 2\n"})
+    python = make_venv(tmp_path, first, second)
+    found = self_check(
+        python, lock_of(tmp_path, "clash-a", "clash-b"), dict(os.environ), ()
+    )
+    printed = capsys.readouterr().out
+    assert not found.ok and found.counts["clashing files"] == 1
+    assert "shared/bindings.py: installed by clash_a and clash_b" in printed
+
+
+def test_self_check_passes_a_venv_that_is_its_lock(tmp_path):
+    python = make_venv(tmp_path, wheel(tmp_path, "fine", {"fine/__init__.py": ""}))
+    found = self_check(python, lock_of(tmp_path, "fine"), dict(os.environ), ("fine",))
+    assert found.ok and found.counts == {
+        "distributions": 1,
+        "clashing files": 0,
+        "failed imports": 0,
+        "problems": 0,
+    }
+
+
+def test_self_check_names_the_package_an_import_fails_in_and_lock_drift(
+    tmp_path, capsys
+):
+    broken = {"broken/__init__.py": "import types\ntypes.cudaLibrary_t\n"}
+    python = make_venv(tmp_path, wheel(tmp_path, "broken", broken))
+    found = self_check(
+        python, lock_of(tmp_path, "other"), dict(os.environ), ("broken",)
+    )
+    printed = capsys.readouterr().out
+    assert not found.ok
+    assert "import broken failed in broken: AttributeError" in printed
+    assert "other: locked 1.0, installed nothing" in printed
+    assert "broken 1.0: installed, not in the lock" in printed
+
+
+def test_each_clone_has_its_own_venv_and_env_names_it(tmp_path, monkeypatch, capsys):
+    """Two clones: each one's env and run name its own venv and fork."""
+    for clone in ("a", "b"):
+        env = tmp_path / clone / "build" / ".venv"
+        site = env / "lib" / "python3.11" / "site-packages" / "vllm-0.dist-info"
+        site.mkdir(parents=True)
+        (env / venv.COMPLETE).write_text("digest\n")
+        url = {"url": f"file://{tmp_path / clone / 'build' / 'vllm'}"}
+        (site / "direct_url.json").write_text(json.dumps(url))
+    for clone in ("a", "b"):
+        env = tmp_path / clone / "build" / ".venv"
+        monkeypatch.setattr(forktool_main, "VENV", env)
+        assert forktool_main.main(["env"]) == 0
+        out = capsys.readouterr().out
+        assert f"# venv {env} (vLLM from {tmp_path / clone / 'build' / 'vllm'})" in out
+        assert f"export VIRTUAL_ENV={env}" in out
+    assert venv.VENV == venv.REPO / "build" / ".venv"
+
+
+def test_cache_removes_only_what_no_clone_uses(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    pins = Pins.load()
+    # Another clone on older pins, and one that is gone.
+    other = tmp_path / "other"
+    other.mkdir()
+    old_sdist = "vllm-0.32.0.tar.gz"
+    text = venv.REPO.joinpath("pins.toml").read_text()
+    (other / "pins.toml").write_text(text.replace(pins.sdist.filename, old_sdist))
+    venv.register_clone(other)
+    venv.register_clone(tmp_path / "gone")
+    downloads, tools = cache_dir() / "downloads", cache_dir() / "tools"
+    # An older forktool's shared venv, still holding the other clone's fork.
+    shared = cache_dir() / "venv-0123456789abcdef"
+    record = shared / "lib" / "python3.11" / "site-packages" / "vllm-0.dist-info"
+    record.mkdir(parents=True)
+    (other / "build" / "vllm").mkdir(parents=True)
+    url = {"url": f"file://{other / 'build' / 'vllm'}"}
+    (record / "direct_url.json").write_text(json.dumps(url))
+    unused = cache_dir() / "venv-fedcba9876543210"
+    unused.mkdir()
+    keep = [downloads / pins.sdist.filename, downloads / old_sdist, tools / "uv-0.13.8"]
+    drop = [downloads / "vllm-0.31.0.tar.gz", tools / "uv-0.1.0"]
+    for path in keep + drop:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    assert venv.stale(pins) == [*drop, unused]
+    assert forktool_main.main(["cache", "--remove"]) == 0
+    assert f"in use by {other}" in capsys.readouterr().out
+    assert all(p.exists() for p in keep) and shared.exists()
+    assert not any(p.exists() for p in [*drop, unused])
