@@ -20,7 +20,8 @@ from typing import Any
 
 from forktool import hfcache
 from forktool.errors import ForkToolError
-from forktool.fork import BASE_TAG, ensure_safe, worktree
+from forktool.fork import ensure_safe, worktree
+from forktool.git import BASE_TAG
 from forktool.pins import REPO, Pins
 from forktool.results import CheckResult, fork_tree, write
 from forktool.tree_process import TreeProcess

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from email.utils import parseaddr
 from pathlib import Path
 
 from forktool.errors import ForkToolError
+from forktool.git import BASE_TAG, ISOLATED, SERIES, git, identity, series_commits
 from forktool.series import PatchInfo, describe, read_series, write_series
 from forktool.standing import (
     BEHIND,
@@ -34,14 +34,10 @@ from forktool.standing import (
     save_record,
 )
 
-BASE_TAG = "base"
 # A fixed date for the base commit, and committer dates taken from the
 # patches' author dates: the same base and series give the same commit ids.
 BASE_DATE = "2000-01-01T00:00:00+00:00"
 
-# Export must not depend on anybody's git configuration (format.signature,
-# diff.noprefix, core.abbrev, ...), so it runs without global/system config.
-_ISOLATED = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 FORMAT_PATCH = [
     "format-patch",
     "--no-signature",  # no trailing git version
@@ -50,32 +46,6 @@ FORMAT_PATCH = [
     "--full-index",  # abbreviated ids grow with the repository
     "--stat=80",
 ]
-
-
-def git(
-    repo: Path, *args: str, env: dict[str, str] | None = None, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    if check and result.returncode != 0:
-        raise ForkToolError(
-            f"git {' '.join(args)} failed in {repo}:\n{result.stderr.strip()}"
-        )
-    return result
-
-
-def identity(author: str) -> dict[str, str]:
-    name, email = parseaddr(author)
-    return {
-        "GIT_AUTHOR_NAME": name,
-        "GIT_AUTHOR_EMAIL": email,
-        "GIT_COMMITTER_NAME": name,
-        "GIT_COMMITTER_EMAIL": email,
-    }
 
 
 def _extract(sdist: Path, dest: Path) -> None:
@@ -182,9 +152,7 @@ def head_subject(fork: Path) -> str:
 
 def format_patches(fork: Path, out: Path) -> list[Path]:
     """Write the fork's commits since `base` as normalised patch files."""
-    result = git(
-        fork, *FORMAT_PATCH, "-o", str(out), f"{BASE_TAG}..HEAD", env=_ISOLATED
-    )
+    result = git(fork, *FORMAT_PATCH, "-o", str(out), SERIES, env=ISOLATED)
     return [Path(line) for line in result.stdout.splitlines()]
 
 
@@ -303,11 +271,7 @@ def _committed(patches_dir: Path, limit: int = 200) -> set[str]:
                 blobs.add((info.split()[2], name))
     found = set()
     for blob, name in blobs:
-        data = subprocess.run(
-            ["git", "-C", str(patches_dir), "cat-file", "blob", blob],
-            capture_output=True,
-            check=True,
-        ).stdout
+        data = git(patches_dir, "cat-file", "blob", blob, binary=True).stdout
         found.add(describe(Path(name), data).fingerprint)
     return found
 
@@ -461,7 +425,7 @@ def _move_base(
 def refusal(fork: Path, standing: Standing, command: str) -> str:
     """Why `command` changes nothing, and what to run instead (safe to run)."""
     if standing.of(BOTH) or (standing.of(LOCAL) and standing.of(BEHIND)):
-        commits = git(fork, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").stdout.split()
+        commits = series_commits(fork)
         mine = [
             f"    git -C {fork} cherry-pick {commits[item.fork_at][:12]}  "
             f"# {item.fork.subject}"
@@ -549,13 +513,7 @@ SUBJECT_STYLE = re.compile(r"^(\[[^\]\s][^\]]*\])+ \S")
 
 def _warnings(fork: Path, names: list[str]) -> list[str]:
     """Commits without a matching sign-off, or with a subject not in vLLM's style."""
-    log = git(
-        fork,
-        "log",
-        "--reverse",
-        "--format=%an <%ae>%x00%s%x00%B%x1e",
-        f"{BASE_TAG}..HEAD",
-    )
+    log = git(fork, "log", "--reverse", "--format=%an <%ae>%x00%s%x00%B%x1e", SERIES)
     warnings = []
     for name, record in zip(names, log.stdout.split("\x1e"), strict=False):
         author, subject, body = record.lstrip("\n").split("\0", 2)
@@ -648,13 +606,7 @@ def series_tests_on_base(fork: Path, path: Path, author: str) -> Path:
     """The pristine base's code with the series' test files, committed."""
     worktree(fork, path, BASE_TAG)
     changed = git(
-        fork,
-        "diff",
-        "--name-only",
-        "--diff-filter=AM",
-        f"{BASE_TAG}..HEAD",
-        "--",
-        "tests",
+        fork, "diff", "--name-only", "--diff-filter=AM", SERIES, "--", "tests"
     ).stdout.split()
     if changed:
         head = git(fork, "rev-parse", "HEAD").stdout.strip()

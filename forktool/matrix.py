@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forktool.errors import ForkToolError
-from forktool.fork import BASE_TAG, git, series_tests_on_base, worktree
+from forktool.fork import series_tests_on_base, worktree
+from forktool.git import BASE_TAG, series_commits
 from forktool.pins import REPO
 from forktool.results import Measured
 from forktool.upstream import Result, Runner, Selection, excerpt
@@ -68,7 +69,7 @@ def regression_matrix(
     # The trees first (git commands on one repository do not run in
     # parallel), then their pytest runs two at a time, one a core.
     named = {"base+tests": series_tests_on_base(fork, trees / "base-tests", author)}
-    commits = git(fork, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").stdout.split()
+    commits = series_commits(fork)
     for number, commit in enumerate(commits, 1):
         named[f"{number:04d}"] = worktree(fork, trees / f"{number:04d}", commit)
     with ThreadPoolExecutor(max_workers=2) as pool:

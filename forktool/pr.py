@@ -21,7 +21,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import tempfile
 import tomllib
 from collections import Counter
@@ -33,7 +32,7 @@ from typing import Any
 
 from forktool import results
 from forktool.errors import ForkToolError
-from forktool.fork import _ISOLATED, BASE_TAG, git, identity
+from forktool.git import BASE_TAG, ISOLATED, SERIES, git, identity, series_commits
 from forktool.results import CheckResult
 
 TEMPLATE = ".github/PULL_REQUEST_TEMPLATE.md"
@@ -547,49 +546,29 @@ def resign(fork: Path, signer: str, neutral: str, trailer: str) -> str:
     attribution `trailer`; the neutral identity's sign-off is dropped. Built
     with commit-tree: no branch, worktree or ref of the fork changes."""
     parent = git(fork, "rev-parse", f"{BASE_TAG}^{{commit}}").stdout.strip()
-    commits = git(fork, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").stdout.split()
-    for commit in commits:
+    for commit in series_commits(fork):
         message = git(fork, "log", "-1", "--format=%B", commit).stdout
         kept = [
             line
             for line in message.splitlines()
             if line.strip() != f"Signed-off-by: {neutral}"
         ]
-        message = subprocess.run(
-            [
-                "git",
-                "interpret-trailers",
-                "--if-exists",
-                "addIfDifferent",
-                "--trailer",
-                trailer,
-                "--trailer",
-                f"Signed-off-by: {signer}",
-            ],
+        message = git(
+            None,
+            "interpret-trailers",
+            "--if-exists",
+            "addIfDifferent",
+            "--trailer",
+            trailer,
+            "--trailer",
+            f"Signed-off-by: {signer}",
             input="\n".join(kept).rstrip() + "\n",
-            capture_output=True,
-            text=True,
-            check=True,
         ).stdout
         date = git(fork, "log", "-1", "--format=%aI", commit).stdout.strip()
         env = {**identity(signer), "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-        parent = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(fork),
-                "commit-tree",
-                f"{commit}^{{tree}}",
-                "-p",
-                parent,
-                "-F",
-                "-",
-            ],
-            input=message,
-            capture_output=True,
-            text=True,
-            check=True,
-            env={**os.environ, **env},
+        tree = f"{commit}^{{tree}}"
+        parent = git(
+            fork, "commit-tree", tree, "-p", parent, "-F", "-", input=message, env=env
         ).stdout.strip()
     return parent
 
@@ -608,7 +587,7 @@ def format_series(
         "-o",
         str(out),
         f"{BASE_TAG}..{head}",
-        env={**_ISOLATED, **identity(sender)},
+        env={**ISOLATED, **identity(sender)},
     )
     cover = out / "0000-cover-letter.patch"
     text = cover.read_text()
@@ -620,9 +599,7 @@ def format_series(
 
 def touched_blobs(fork: Path) -> list[tuple[str, str]]:
     """(blob id at base or "absent", path) for every file the series touches."""
-    paths = git(
-        fork, "diff", "--name-only", "--no-renames", f"{BASE_TAG}..HEAD"
-    ).stdout.splitlines()
+    paths = git(fork, "diff", "--name-only", "--no-renames", SERIES).stdout.splitlines()
     blobs = []
     for path in paths:
         entry = git(fork, "ls-tree", BASE_TAG, "--", path).stdout.split()
@@ -780,7 +757,7 @@ def make_kit(
     tree = results.fork_tree(fork)
     found = load_results(store, tree, allow_partial)
     prose = load_prose(prose_file)
-    subjects = git(fork, "log", "--reverse", "--format=%s", f"{BASE_TAG}..HEAD")
+    subjects = git(fork, "log", "--reverse", "--format=%s", SERIES)
     facts = Facts(
         tree,
         version,

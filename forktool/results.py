@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from forktool.errors import ForkToolError
-from forktool.fork import git
+from forktool.git import git
 
 
 @dataclass

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forktool.errors import ForkToolError
-from forktool.fork import git
+from forktool.git import git
 from forktool.pins import REPO, cache_dir
 from forktool.venv import python
 

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forktool.fork import BASE_TAG, git, worktree
+from forktool.fork import worktree
+from forktool.git import BASE_TAG, git
 from forktool.tree_process import TreeProcess
 
 REPO = Path(__file__).resolve().parents[1]
