@@ -10,7 +10,6 @@ its median step time; ratios pair the processes' values of one repeat.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
@@ -22,16 +21,16 @@ from forktool import hfcache
 from forktool.errors import ForkToolError
 from forktool.fork import ensure_safe, worktree
 from forktool.git import BASE_TAG
-from forktool.pins import REPO, Pins
+from forktool.layout import LAYOUT
+from forktool.pins import Pins
 from forktool.results import CheckResult, fork_tree, write
 from forktool.tree_process import TreeProcess
 from forktool.upstream import test_env
 from forktool.venv import COMPLETE, python, venv_dir
 
-BUILD = REPO / "build"
-FORK = BUILD / "vllm"
-BASE_TREE = BUILD / "trees" / "bench-base"
-WORKER = REPO / "checks" / "bench_scheduler.py"
+FORK = LAYOUT.fork
+BASE_TREE = LAYOUT.trees / "bench-base"
+WORKER = LAYOUT.checks / "bench_scheduler.py"
 
 CONFIGS = {
     "mixed": "FP8 KV, one BF16 layer, PP=2",
@@ -181,7 +180,7 @@ class Worker(TreeProcess):
     """One checks/bench_scheduler.py process importing one tree's vllm."""
 
     def __init__(self, label: str, tree: Path, venv: Path) -> None:
-        env = {**test_env(BUILD / "hf-home"), "VLLM_LOGGING_LEVEL": "ERROR"}
+        env = {**test_env(LAYOUT.hf_home), "VLLM_LOGGING_LEVEL": "ERROR"}
         super().__init__(f"bench-{label}", tree, [python(venv), str(WORKER)], env)
 
     def ready(self) -> None:
@@ -250,7 +249,7 @@ def run(
     venv = venv_dir(pins)
     if not (venv / COMPLETE).exists():
         raise ForkToolError(f"no venv at {venv}; run `python3 -m forktool setup`")
-    hfcache.lay_out(REPO / "fixtures" / "hf", BUILD / "hf-home")
+    hfcache.lay_out(LAYOUT.fixtures, LAYOUT.hf_home)
     trees = {"base": worktree(FORK, BASE_TREE, BASE_TAG), "fork": FORK}
     trees["base-aa"] = trees["base"]
     start = time.monotonic()
@@ -285,36 +284,5 @@ def run(
         excerpts={"table": table, "goals": summary},
         data={"configs": CONFIGS, "rows": rows, "raw": raw, "cpus": os.cpu_count()},
     )
-    print(f"wrote {write(BUILD / 'results', result)}")
+    print(f"wrote {write(LAYOUT.results, result)}")
     return result.ok
-
-
-def cmd_bench(pins: Pins, args: argparse.Namespace) -> bool:
-    command = "python3 -m forktool bench"
-    if args.quick:  # kept apart from the full run's results
-        return run(pins, (256,), 3, 10, "bench-quick", f"{command} --quick")
-    sizes = tuple(args.sizes)
-    command += f" --sizes {' '.join(map(str, sizes))} --repeats {args.repeats}"
-    command += f" --steps {args.steps}"
-    return run(pins, sizes, args.repeats, args.steps, "bench", command)
-
-
-def add_parser(sub: Any) -> None:
-    bench = sub.add_parser(
-        "bench",
-        help="scheduler cost per step, fork against base (CPU)",
-        description="Time vLLM's real Scheduler (schedule() + update_from_output()) "
-        "on planner-made KV cache configs, the base's code and the fork's in "
-        "processes of their own, interleaved, with an A/A pair for the noise "
-        "floor; print the table and write build/results/bench.json "
-        "(bench-quick.json with --quick). Needs the venv and the fork (setup); "
-        "refuses sizes the workers cannot hold. Writes: build/results/, "
-        "build/trees/bench-base.",
-    )
-    bench.add_argument(
-        "--quick", action="store_true", help="256 requests only, 3x10 steps"
-    )
-    bench.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
-    bench.add_argument("--repeats", type=int, default=5)
-    bench.add_argument("--steps", type=int, default=20)
-    bench.set_defaults(run=cmd_bench)

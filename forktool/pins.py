@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forktool.errors import ForkToolError
-
-REPO = Path(__file__).resolve().parent.parent
+from forktool.layout import LAYOUT
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class Pins:
     """The installer for the venv's packages; empty: pip."""
 
     @classmethod
-    def load(cls, path: Path = REPO / "pins.toml") -> Pins:
+    def load(cls, path: Path = LAYOUT.pins) -> Pins:
         with path.open("rb") as f:
             data = tomllib.load(f)
         base = data["base"]

@@ -1,0 +1,43 @@
+"""`run`: one command in the fork's environment."""
+
+from __future__ import annotations
+
+import argparse
+
+from forktool import hfcache
+from forktool.commands.command import Command
+from forktool.errors import ForkToolError
+from forktool.layout import LAYOUT
+from forktool.pins import Pins
+from forktool.venv import COMPLETE, run_in, user_env, venv_dir
+
+
+def run(pins: Pins, args: argparse.Namespace) -> int:
+    venv = venv_dir(pins)
+    if not (venv / COMPLETE).exists():
+        raise ForkToolError(f"{venv} does not exist; run `python3 -m forktool install`")
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise ForkToolError("nothing to run: python3 -m forktool run -- <command>")
+    hf_home = hfcache.ensure(LAYOUT.fixtures, LAYOUT.hf_home)
+    return run_in(user_env(venv, hf_home), command, args.directory)
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-C", dest="directory", default=".", help="run in this directory"
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+
+
+COMMAND = Command(
+    "run",
+    "run a command in the fork's environment",
+    "Run a command in the environment `env` prints, in the current "
+    "directory or the one -C names, e.g. `python3 -m forktool run -C "
+    "build/vllm -- pytest tests/v1/core/test_kv_cache_utils.py -k zeroing`. "
+    "Exits with the command's status. Refuses when the venv is missing (run "
+    "install). Writes: build/hf-home, and whatever the command writes.",
+    run,
+    options,
+)
