@@ -34,7 +34,7 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
         checks.CI_CHECKERS: lambda: ci_impact.run_checkers(LAYOUT.fork, python(venv)),
         checks.CI_IMPACT: lambda: _ci_impact(venv),
         checks.PRE_COMMIT: lambda: precommit.run_precommit(
-            LAYOUT.fork, LAYOUT.trees / "pre-commit"
+            LAYOUT.fork, LAYOUT.trees / checks.PRE_COMMIT.name
         ),
         checks.OVERRIDES: lambda: matrix.override_patterns(LAYOUT, tests),
         checks.PLANNER_FUZZ: lambda: _pytest(venv, "fuzz", "-s"),
