@@ -17,18 +17,17 @@ import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import parseaddr
+from enum import Enum
 from pathlib import Path
 
 from forktool.errors import ForkToolError
 from forktool.git import BASE_TAG, ISOLATED, SERIES, git, identity, series_commits
 from forktool.series import PatchInfo, describe, read_series, write_series
 from forktool.standing import (
-    BEHIND,
-    BOTH,
-    LOCAL,
-    SAME,
     Entry,
+    Refusal,
     Standing,
+    State,
     compare,
     load_record,
     save_record,
@@ -161,41 +160,57 @@ def fork_patches(fork: Path) -> list[PatchInfo]:
         return [describe(path) for path in format_patches(fork, Path(tmp))]
 
 
-def _operation(fork: Path) -> tuple[str, str, str] | None:
-    """The git operation stopped in `fork`: what, how to finish, how to abort."""
-    gitdir = fork / ".git"
-    if (gitdir / "rebase-merge").exists():
-        interactive = (gitdir / "rebase-merge" / "interactive").exists()
-        what = "an interactive rebase (`git rebase -i`)" if interactive else "a rebase"
-        return what, "rebase --continue", "rebase --abort"
-    if (gitdir / "rebase-apply" / "applying").exists():
-        return "a `git am`", "am --continue", "am --abort"
-    if (gitdir / "rebase-apply").exists():
-        return "a rebase", "rebase --continue", "rebase --abort"
-    sequence = gitdir / "sequencer" / "todo"
-    todo = sequence.read_text().split(maxsplit=1) if sequence.exists() else []
-    if (gitdir / "REVERT_HEAD").exists() or todo[:1] == ["revert"]:
-        return "a `git revert`", "revert --continue", "revert --abort"
-    if (gitdir / "CHERRY_PICK_HEAD").exists() or (gitdir / "sequencer").exists():
-        return "a `git cherry-pick`", "cherry-pick --continue", "cherry-pick --abort"
-    if (gitdir / "MERGE_HEAD").exists():
-        return "a merge", "commit", "merge --abort"
-    if (gitdir / "BISECT_LOG").exists():
-        return "a `git bisect`", "bisect reset", "bisect reset"
-    return None
+class Operation(Enum):
+    """A git operation stopped in the fork: what, how to finish, how to abort."""
+
+    INTERACTIVE_REBASE = (
+        "an interactive rebase (`git rebase -i`)",
+        "rebase --continue",
+        "rebase --abort",
+    )
+    REBASE = "a rebase", "rebase --continue", "rebase --abort"
+    AM = "a `git am`", "am --continue", "am --abort"
+    REVERT = "a `git revert`", "revert --continue", "revert --abort"
+    CHERRY_PICK = "a `git cherry-pick`", "cherry-pick --continue", "cherry-pick --abort"
+    MERGE = "a merge", "commit", "merge --abort"
+    BISECT = "a `git bisect`", "bisect reset", "bisect reset"
+
+    def __init__(self, what: str, finish: str, abort: str) -> None:
+        self.what, self.finish, self.abort = what, finish, abort
+
+    @classmethod
+    def stopped_in(cls, fork: Path) -> Operation | None:
+        gitdir = fork / ".git"
+        if (gitdir / "rebase-merge").exists():
+            interactive = (gitdir / "rebase-merge" / "interactive").exists()
+            return cls.INTERACTIVE_REBASE if interactive else cls.REBASE
+        if (gitdir / "rebase-apply" / "applying").exists():
+            return cls.AM
+        if (gitdir / "rebase-apply").exists():
+            return cls.REBASE
+        sequence = gitdir / "sequencer" / "todo"
+        todo = sequence.read_text().split(maxsplit=1) if sequence.exists() else []
+        if (gitdir / "REVERT_HEAD").exists() or todo[:1] == ["revert"]:
+            return cls.REVERT
+        if (gitdir / "CHERRY_PICK_HEAD").exists() or (gitdir / "sequencer").exists():
+            return cls.CHERRY_PICK
+        if (gitdir / "MERGE_HEAD").exists():
+            return cls.MERGE
+        if (gitdir / "BISECT_LOG").exists():
+            return cls.BISECT
+        return None
 
 
 def ensure_safe(fork: Path, command: str) -> None:
     """Refuse to touch a fork holding uncommitted work or a stopped git operation."""
-    operation = _operation(fork)
+    operation = Operation.stopped_in(fork)
     if operation:
-        what, finish, abort = operation
         raise ForkToolError(
-            f"{fork} is in the middle of {what}; `{command}` would see only part "
-            "of the fork's patches, so it changed nothing.\n"
+            f"{fork} is in the middle of {operation.what}; `{command}` would see "
+            "only part of the fork's patches, so it changed nothing.\n"
             f"Finish it: resolve any conflicts, `git -C {fork} add` the files, "
-            f"then `git -C {fork} {finish}`;\n"
-            f"or give it up, back to where it started: `git -C {fork} {abort}`.\n"
+            f"then `git -C {fork} {operation.finish}`;\nor give it up, back to "
+            f"where it started: `git -C {fork} {operation.abort}`.\n"
             f"Then run `python3 -m forktool {command}` again."
         )
     status = git(fork, "status", "--porcelain").stdout
@@ -321,7 +336,7 @@ def sync(
     standing = compare(have, series, record)
     old_base = git(fork, "log", "-1", "--format=%B", BASE_TAG).stdout
     if old_base.strip() != base_message.strip():
-        if standing.of(LOCAL, BOTH) and not force:
+        if standing.of(State.LOCAL, State.BOTH) and not force:
             raise ForkToolError(
                 f"The pinned base is now {base_message.splitlines()[0]}, and {fork} "
                 f"is still on {_base_subject(fork)}; sync rebuilds it on the new "
@@ -345,14 +360,14 @@ def sync(
     m = standing.applied_prefix(len(paths))
     if m is not None:
         kept = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
-        report = standing.report(BEHIND, LOCAL, advice=False)
+        report = standing.report(State.BEHIND, State.LOCAL, advice=False)
         _apply_series(fork, paths, series, kept, author, log)
-        if standing.of(LOCAL):
+        if standing.of(State.LOCAL):
             report += "\nSave the fork's changes with `python3 -m forktool export`."
         return f"applied {len(paths) - m} patches of the series to {fork}:\n{report}"
-    if standing.of(LOCAL, BOTH):
+    if standing.of(State.LOCAL, State.BOTH):
         raise ForkToolError(refusal(fork, standing, "sync"))
-    report = standing.report(BEHIND, advice=False)
+    report = standing.report(State.BEHIND, advice=False)
     backup = _backup(fork)
     git(fork, "reset", "-q", "--hard", BASE_TAG)
     try:
@@ -373,7 +388,7 @@ def _entry(standing: Standing, fi: int, si: int, record: list[Entry] | None) -> 
     else as it was recorded, so that a change in the fork stays local work."""
     item = next(i for i in standing.items if i.series and i.fork and i.fork_at == fi)
     assert item.series and item.fork
-    if item.kind == SAME:
+    if item.kind is State.SAME:
         return Entry(
             item.series.subject, item.series.fingerprint, item.fork.fingerprint
         )
@@ -424,17 +439,18 @@ def _move_base(
 
 def refusal(fork: Path, standing: Standing, command: str) -> str:
     """Why `command` changes nothing, and what to run instead (safe to run)."""
-    if standing.of(BOTH) or (standing.of(LOCAL) and standing.of(BEHIND)):
+    kind = Refusal.of(standing)
+    if kind is Refusal.DIVERGED:
         commits = series_commits(fork)
         mine = [
             f"    git -C {fork} cherry-pick {commits[item.fork_at][:12]}  "
             f"# {item.fork.subject}"
-            for item in standing.of(LOCAL, BOTH)
+            for item in standing.of(State.LOCAL, State.BOTH)
             if item.fork and item.fork_at is not None
         ]
         return (
             f"Both {fork} and the series changed since the last sync or export:\n"
-            + standing.report(LOCAL, BEHIND, BOTH)
+            + standing.report(State.LOCAL, State.BEHIND, State.BOTH)
             + f"\n`{command}` changed nothing: `export` would undo the series' "
             "changes, `sync` would set the fork's aside.\nTo keep both:\n"
             "    python3 -m forktool sync --force   # the series; your commits "
@@ -443,15 +459,15 @@ def refusal(fork: Path, standing: Standing, command: str) -> str:
             + ("\n" if mine else "")
             + "    # resolve any conflicts, then: python3 -m forktool export"
         )
-    if standing.of(LOCAL):
+    if kind is Refusal.LOCAL_WORK:
         return (
-            f"{fork} has work the series lacks:\n{standing.report(LOCAL)}\n"
+            f"{fork} has work the series lacks:\n{standing.report(State.LOCAL)}\n"
             "Save it with `python3 -m forktool export` (then commit patches/ in "
             "this repository); or `python3 -m forktool sync --force` rebuilds the "
             "fork from the series and keeps its commits on a backup/<time> branch."
         )
     return (
-        f"The series has changes {fork} lacks:\n{standing.report(BEHIND)}\n"
+        f"The series has changes {fork} lacks:\n{standing.report(State.BEHIND)}\n"
         f"`{command}` would undo them. Run `python3 -m forktool sync` first: it "
         "brings them in (any commits it replaces stay on a backup/<time> "
         "branch); then commit your work on top and export."
@@ -544,7 +560,7 @@ def export(fork: Path, patches_dir: Path) -> str:
         have = [describe(path) for path in new]
         record = _record(fork, have, patches_dir)
         standing = compare(have, series, record)
-        if standing.of(BEHIND, BOTH):
+        if standing.of(State.BEHIND, State.BOTH):
             raise ForkToolError(refusal(fork, standing, "export"))
         names = [p.name for p in new]
         written = [
@@ -569,8 +585,8 @@ def export(fork: Path, patches_dir: Path) -> str:
             f"exported {len(names)} patches to {patches_dir} "
             f"({len(written)} written, {len(removed)} removed)",
             *(
-                ["saved:", standing.report(LOCAL, advice=False)]
-                if standing.of(LOCAL)
+                ["saved:", standing.report(State.LOCAL, advice=False)]
+                if standing.of(State.LOCAL)
                 else []
             ),
             *_warnings(fork, names),
