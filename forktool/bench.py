@@ -19,7 +19,7 @@ from typing import Any
 
 from forktool import hfcache
 from forktool.errors import ForkToolError
-from forktool.fork import ensure_safe, worktree
+from forktool.forktree import ensure_safe, worktree
 from forktool.git import BASE_TAG
 from forktool.layout import LAYOUT
 from forktool.pins import Pins

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from forktool.checks import GPU_ONLY
 from forktool.errors import ForkToolError
-from forktool.fork import series_tests_on_base, worktree
+from forktool.forktree import series_tests_on_base, worktree
 from forktool.git import BASE_TAG, series_commits
 from forktool.layout import Layout
 from forktool.results import Measured

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from forktool.errors import ForkToolError
-from forktool.fork import worktree
+from forktool.forktree import worktree
 from forktool.git import SERIES, git, series_commits
 from forktool.pins import cache_dir
 from forktool.results import Measured

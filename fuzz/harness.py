@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forktool.fork import worktree
+from forktool.forktree import worktree
 from forktool.git import BASE_TAG, git
 from forktool.layout import LAYOUT
 from forktool.tree_process import TreeProcess

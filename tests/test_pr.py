@@ -10,7 +10,7 @@ import pytest
 
 from forktool import checks, pr, results
 from forktool.errors import ForkToolError
-from forktool.fork import git, identity
+from forktool.git import git, identity
 from forktool.results import CheckResult
 
 REPO = Path(__file__).resolve().parents[1]
