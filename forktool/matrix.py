@@ -42,7 +42,7 @@ def _fit(text: str, width: int, left: bool = False) -> str:
     return "…" + text[-(width - 1) :] if left else text[: width - 1] + "…"
 
 
-def _table(columns: dict[str, Result], width: int = 120) -> str:
+def table(columns: dict[str, Result], width: int = 120) -> str:
     """One row per test, grouped by file, at most `width` columns; a legend."""
     heads = ["base" if c == "base+tests" else c for c in columns]
     label = width - sum(len(h) + 1 for h in heads)
@@ -80,7 +80,7 @@ def regression_matrix(
             for name, tree in named.items()
         }
         columns = {name: run.result() for name, run in runs.items()}
-        print(_table(columns))
+        print(table(columns))
         details = _matrix_details(columns, selection)
         if commits:  # the evidence: the same selection on the base and at the head
             evidence = {
@@ -123,7 +123,7 @@ def _matrix_details(columns: dict[str, Result], selection: Selection) -> Measure
     data = {
         "args": list(selection.regression),
         "fails_on_base": sorted(selection.fails_on_base),
-        "table": _table(columns),
+        "table": table(columns),
         "columns": {
             column: {"outcomes": result.outcomes, "seconds": round(result.seconds, 1)}
             for column, result in columns.items()

@@ -10,7 +10,7 @@ import pytest
 from forktool import venv
 from forktool.__main__ import main
 from forktool.commands import COMMANDS
-from forktool.matrix import _table
+from forktool.matrix import table as _table
 from forktool.pins import Pins, cache_dir
 from forktool.upstream import Result
 
