@@ -28,7 +28,6 @@ from forktool.tree_process import TreeProcess
 from forktool.upstream import test_env
 from forktool.venv import COMPLETE, python, venv_dir
 
-FORK = LAYOUT.fork
 BASE_TREE = LAYOUT.trees / "bench-base"
 WORKER = LAYOUT.checks / "bench_scheduler.py"
 
@@ -243,14 +242,16 @@ def run(
         )
     if not all(1 <= n <= MAX_REQUESTS for n in sizes):
         raise ForkToolError(f"--sizes: each from 1 to {MAX_REQUESTS} requests")
-    if not (FORK / ".git").exists():
-        raise ForkToolError(f"no fork at {FORK}; run `python3 -m forktool setup`")
-    ensure_safe(FORK, "bench")  # results name the fork's HEAD tree
+    if not (LAYOUT.fork / ".git").exists():
+        raise ForkToolError(
+            f"no fork at {LAYOUT.fork}; run `python3 -m forktool setup`"
+        )
+    ensure_safe(LAYOUT.fork, "bench")  # results name the fork's HEAD tree
     venv = venv_dir(pins)
     if not (venv / COMPLETE).exists():
         raise ForkToolError(f"no venv at {venv}; run `python3 -m forktool setup`")
     hfcache.lay_out(LAYOUT.fixtures, LAYOUT.hf_home)
-    trees = {"base": worktree(FORK, BASE_TREE, BASE_TAG), "fork": FORK}
+    trees = {"base": worktree(LAYOUT.fork, BASE_TREE, BASE_TAG), "fork": LAYOUT.fork}
     trees["base-aa"] = trees["base"]
     start = time.monotonic()
     workers = {label: Worker(label, trees[label], venv) for label in PROCESSES}
@@ -276,7 +277,7 @@ def run(
     result = CheckResult(
         check=check,
         ok=all(verdict == "PASS" for verdict, _ in verdicts),
-        tree=fork_tree(FORK),
+        tree=fork_tree(LAYOUT.fork),
         base_version=pins.version,
         command=command,
         seconds=round(seconds, 1),
