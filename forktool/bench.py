@@ -10,7 +10,6 @@ its median step time; ratios pair the processes' values of one repeat.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
@@ -20,17 +19,17 @@ from typing import Any
 
 from forktool import hfcache
 from forktool.errors import ForkToolError
-from forktool.fork import BASE_TAG, ensure_safe, worktree
-from forktool.pins import REPO, Pins
+from forktool.forktree import ensure_safe, worktree
+from forktool.git import BASE_TAG
+from forktool.layout import LAYOUT
+from forktool.pins import Pins
 from forktool.results import CheckResult, fork_tree, write
 from forktool.tree_process import TreeProcess
 from forktool.upstream import test_env
-from forktool.venv import VENV, python, venv_id
+from forktool.venv import python, venv_id
 
-BUILD = REPO / "build"
-FORK = BUILD / "vllm"
-BASE_TREE = BUILD / "trees" / "bench-base"
-WORKER = REPO / "checks" / "bench_scheduler.py"
+BASE_TREE = LAYOUT.trees / "bench-base"
+WORKER = LAYOUT.checks / "bench_scheduler.py"
 
 CONFIGS = {
     "mixed": "FP8 KV, one BF16 layer, PP=2",
@@ -180,7 +179,7 @@ class Worker(TreeProcess):
     """One checks/bench_scheduler.py process importing one tree's vllm."""
 
     def __init__(self, label: str, tree: Path, venv: Path) -> None:
-        env = {**test_env(BUILD / "hf-home"), "VLLM_LOGGING_LEVEL": "ERROR"}
+        env = {**test_env(LAYOUT.hf_home), "VLLM_LOGGING_LEVEL": "ERROR"}
         super().__init__(f"bench-{label}", tree, [python(venv), str(WORKER)], env)
 
     def ready(self) -> None:
@@ -243,14 +242,16 @@ def run(
         )
     if not all(1 <= n <= MAX_REQUESTS for n in sizes):
         raise ForkToolError(f"--sizes: each from 1 to {MAX_REQUESTS} requests")
-    if not (FORK / ".git").exists():
-        raise ForkToolError(f"no fork at {FORK}; run `python3 -m forktool setup`")
-    ensure_safe(FORK, "bench")  # results name the fork's HEAD tree
-    venv = VENV
+    if not (LAYOUT.fork / ".git").exists():
+        raise ForkToolError(
+            f"no fork at {LAYOUT.fork}; run `python3 -m forktool setup`"
+        )
+    ensure_safe(LAYOUT.fork, "bench")  # results name the fork's HEAD tree
+    venv = LAYOUT.venv
     if not venv_id(venv):
         raise ForkToolError(f"no venv at {venv}; run `python3 -m forktool setup`")
-    hfcache.lay_out(REPO / "fixtures" / "hf", BUILD / "hf-home")
-    trees = {"base": worktree(FORK, BASE_TREE, BASE_TAG), "fork": FORK}
+    hfcache.lay_out(LAYOUT.fixtures, LAYOUT.hf_home)
+    trees = {"base": worktree(LAYOUT.fork, BASE_TREE, BASE_TAG), "fork": LAYOUT.fork}
     trees["base-aa"] = trees["base"]
     start = time.monotonic()
     workers = {label: Worker(label, trees[label], venv) for label in PROCESSES}
@@ -276,7 +277,7 @@ def run(
     result = CheckResult(
         check=check,
         ok=all(verdict == "PASS" for verdict, _ in verdicts),
-        tree=fork_tree(FORK),
+        tree=fork_tree(LAYOUT.fork),
         base_version=pins.version,
         command=command,
         seconds=round(seconds, 1),
@@ -284,36 +285,5 @@ def run(
         excerpts={"table": table, "goals": summary},
         data={"configs": CONFIGS, "rows": rows, "raw": raw, "cpus": os.cpu_count()},
     )
-    print(f"wrote {write(BUILD / 'results', result)}")
+    print(f"wrote {write(LAYOUT.results, result)}")
     return result.ok
-
-
-def cmd_bench(pins: Pins, args: argparse.Namespace) -> bool:
-    command = "python3 -m forktool bench"
-    if args.quick:  # kept apart from the full run's results
-        return run(pins, (256,), 3, 10, "bench-quick", f"{command} --quick")
-    sizes = tuple(args.sizes)
-    command += f" --sizes {' '.join(map(str, sizes))} --repeats {args.repeats}"
-    command += f" --steps {args.steps}"
-    return run(pins, sizes, args.repeats, args.steps, "bench", command)
-
-
-def add_parser(sub: Any) -> None:
-    bench = sub.add_parser(
-        "bench",
-        help="scheduler cost per step, fork against base (CPU)",
-        description="Time vLLM's real Scheduler (schedule() + update_from_output()) "
-        "on planner-made KV cache configs, the base's code and the fork's in "
-        "processes of their own, interleaved, with an A/A pair for the noise "
-        "floor; print the table and write build/results/bench.json "
-        "(bench-quick.json with --quick). Needs the venv and the fork (setup); "
-        "refuses sizes the workers cannot hold. Writes: build/results/, "
-        "build/trees/bench-base.",
-    )
-    bench.add_argument(
-        "--quick", action="store_true", help="256 requests only, 3x10 steps"
-    )
-    bench.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
-    bench.add_argument("--repeats", type=int, default=5)
-    bench.add_argument("--steps", type=int, default=20)
-    bench.set_defaults(run=cmd_bench)

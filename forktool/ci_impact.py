@@ -52,7 +52,7 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from forktool.errors import ForkToolError
-from forktool.fork import BASE_TAG, git
+from forktool.git import BASE_TAG, git
 from forktool.results import Measured
 
 DEFAULT_TEST = (

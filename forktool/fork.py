@@ -1,19 +1,14 @@
-"""The fork tree: materialise it from the base and the series, export it back.
+"""sync and export: the fork and the series brought together, patch by patch.
 
-The fork is a git repository whose first commit is the pristine sdist
-(tagged `base`) and whose following commits are the series, one per patch.
-Patches travel as `git format-patch` output and are applied with `git am -3`.
-The tool's identity (pins.toml's fork author) is used only for the commits
-the tool makes; people's commits in the fork carry their own git identity.
+`sync` brings the series into the fork (forktool.forktree makes and rebuilds
+it), `export` writes the fork's commits back to patches/; both refuse, by
+where the fork stands (forktool.standing), whatever would drop work.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import tarfile
 import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -21,222 +16,24 @@ from email.utils import parseaddr
 from pathlib import Path
 
 from forktool.errors import ForkToolError
+from forktool.forktree import (
+    apply,
+    create_base,
+    ensure_safe,
+    fork_patches,
+    format_patches,
+)
+from forktool.git import BASE_TAG, SERIES, git, series_commits
 from forktool.series import PatchInfo, describe, read_series, write_series
 from forktool.standing import (
-    BEHIND,
-    BOTH,
-    LOCAL,
-    SAME,
     Entry,
+    Refusal,
     Standing,
+    State,
     compare,
     load_record,
     save_record,
 )
-
-BASE_TAG = "base"
-# A fixed date for the base commit, and committer dates taken from the
-# patches' author dates: the same base and series give the same commit ids.
-BASE_DATE = "2000-01-01T00:00:00+00:00"
-
-# Export must not depend on anybody's git configuration (format.signature,
-# diff.noprefix, core.abbrev, ...), so it runs without global/system config.
-_ISOLATED = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-FORMAT_PATCH = [
-    "format-patch",
-    "--no-signature",  # no trailing git version
-    "--zero-commit",  # commit ids change whenever the fork is rebuilt
-    "--no-numbered",  # "[PATCH]": adding a patch leaves the others unchanged
-    "--full-index",  # abbreviated ids grow with the repository
-    "--stat=80",
-]
-
-
-def git(
-    repo: Path, *args: str, env: dict[str, str] | None = None, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    if check and result.returncode != 0:
-        raise ForkToolError(
-            f"git {' '.join(args)} failed in {repo}:\n{result.stderr.strip()}"
-        )
-    return result
-
-
-def identity(author: str) -> dict[str, str]:
-    name, email = parseaddr(author)
-    return {
-        "GIT_AUTHOR_NAME": name,
-        "GIT_AUTHOR_EMAIL": email,
-        "GIT_COMMITTER_NAME": name,
-        "GIT_COMMITTER_EMAIL": email,
-    }
-
-
-def _extract(sdist: Path, dest: Path) -> None:
-    """Unpack the sdist's single top-level directory into `dest`."""
-    with tarfile.open(sdist) as tar:
-        tops = {Path(m.name).parts[0] for m in tar.getmembers()}
-        if len(tops) != 1:
-            raise ForkToolError(f"{sdist} has {len(tops)} top-level entries, not one")
-        with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
-            # The "data" filter refuses unsafe paths and drops the archive's
-            # owners, so the tree belongs to us and git trusts it.
-            tar.extractall(tmp, filter="data")
-            os.replace(Path(tmp, tops.pop()), dest)
-
-
-def create_base(
-    sdist: Path, fork: Path, author: str, message: str, generated: tuple[str, ...]
-) -> None:
-    """Make `fork` a repository whose only commit is the unpacked sdist.
-
-    `generated` names sdist paths that builds rewrite; they stay untracked
-    (and ignored) so that installing the fork leaves its tree clean.
-    """
-    fork.parent.mkdir(parents=True, exist_ok=True)
-    partial = fork.with_name(f".{fork.name}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        _extract(sdist, partial)
-        # No user.name/user.email here: people commit in the fork as themselves.
-        git(partial, "init", "-q", "--initial-branch=main")
-        # Every source file, also those the sdist's .gitignore matches.
-        git(partial, "add", "-A", "--force")
-        git(partial, "rm", "-r", "-q", "--cached", "--ignore-unmatch", *generated)
-        exclude = partial / ".git" / "info" / "exclude"
-        exclude.write_text("".join(f"/{path}\n" for path in generated))
-        dated = {"GIT_AUTHOR_DATE": BASE_DATE, "GIT_COMMITTER_DATE": BASE_DATE}
-        git(partial, "commit", "-q", "-m", message, env={**identity(author), **dated})
-        git(partial, "tag", BASE_TAG)
-        os.replace(partial, fork)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-
-
-def _failed_files(output: str) -> list[str]:
-    files = re.findall(r"^error: patch failed: (.+):\d+$", output, re.M)
-    files += re.findall(
-        r"^error: (.+): (?:does not exist in index|already exists in "
-        r"(?:index|working directory)|No such file or directory)$",
-        output,
-        re.M,
-    )
-    return sorted(set(files))
-
-
-def apply(
-    fork: Path, patches: list[Path], author: str, log: Path, first: int = 1
-) -> None:
-    """`git am -3` each patch; on failure leave the tree at the last good commit.
-
-    `first` is the number of `patches[0]` in the series, for the message;
-    git's own output goes only to `log`.
-    """
-    total = first - 1 + len(patches)
-    for number, patch in enumerate(patches, first):
-        result = git(
-            fork,
-            "am",
-            "-3",
-            "--keep-non-patch",  # keep "[Core]"-style subject tags
-            "--committer-date-is-author-date",
-            str(patch),
-            env=identity(author),
-            check=False,
-        )
-        if result.returncode == 0:
-            continue
-        output = result.stdout + result.stderr
-        unmerged = git(fork, "diff", "--name-only", "--diff-filter=U").stdout.split()
-        git(fork, "am", "--abort", check=False)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(f"$ git -C {fork} am -3 {patch}\n{output}")
-        numstat = git(fork, "apply", "--numstat", str(patch), check=False).stdout
-        files = [line.split("\t", 2)[2] for line in numstat.splitlines()]
-        conflicting = sorted(set(unmerged) | set(_failed_files(output)))
-        raise ForkToolError(
-            f"patch {number} of {total} in the series does not apply: {patch.name}\n"
-            f"  its files: {', '.join(files) or '(none)'}\n"
-            f"  conflicting: {', '.join(conflicting) or '(see the log)'}\n"
-            f"{fork} is left clean at the last good commit, {head_subject(fork)} "
-            f"({number - 1} of {total} patches applied).\n"
-            "To port the patch by hand:\n"
-            f"  git -C {fork} am -3 --keep-non-patch {patch}\n"
-            f"  # resolve the conflicts, `git -C {fork} add` the files, then\n"
-            f"  git -C {fork} am --continue    # or `am --abort` to give up\n"
-            "  python3 -m forktool sync      # applies the rest of the series\n"
-            "  python3 -m forktool export    # saves the ported patch in patches/\n"
-            f"git's output: {log}"
-        )
-
-
-def head_subject(fork: Path) -> str:
-    return git(fork, "log", "-1", "--format=%h %s").stdout.strip()
-
-
-def format_patches(fork: Path, out: Path) -> list[Path]:
-    """Write the fork's commits since `base` as normalised patch files."""
-    result = git(
-        fork, *FORMAT_PATCH, "-o", str(out), f"{BASE_TAG}..HEAD", env=_ISOLATED
-    )
-    return [Path(line) for line in result.stdout.splitlines()]
-
-
-def fork_patches(fork: Path) -> list[PatchInfo]:
-    with tempfile.TemporaryDirectory() as tmp:
-        return [describe(path) for path in format_patches(fork, Path(tmp))]
-
-
-def _operation(fork: Path) -> tuple[str, str, str] | None:
-    """The git operation stopped in `fork`: what, how to finish, how to abort."""
-    gitdir = fork / ".git"
-    if (gitdir / "rebase-merge").exists():
-        interactive = (gitdir / "rebase-merge" / "interactive").exists()
-        what = "an interactive rebase (`git rebase -i`)" if interactive else "a rebase"
-        return what, "rebase --continue", "rebase --abort"
-    if (gitdir / "rebase-apply" / "applying").exists():
-        return "a `git am`", "am --continue", "am --abort"
-    if (gitdir / "rebase-apply").exists():
-        return "a rebase", "rebase --continue", "rebase --abort"
-    sequence = gitdir / "sequencer" / "todo"
-    todo = sequence.read_text().split(maxsplit=1) if sequence.exists() else []
-    if (gitdir / "REVERT_HEAD").exists() or todo[:1] == ["revert"]:
-        return "a `git revert`", "revert --continue", "revert --abort"
-    if (gitdir / "CHERRY_PICK_HEAD").exists() or (gitdir / "sequencer").exists():
-        return "a `git cherry-pick`", "cherry-pick --continue", "cherry-pick --abort"
-    if (gitdir / "MERGE_HEAD").exists():
-        return "a merge", "commit", "merge --abort"
-    if (gitdir / "BISECT_LOG").exists():
-        return "a `git bisect`", "bisect reset", "bisect reset"
-    return None
-
-
-def ensure_safe(fork: Path, command: str) -> None:
-    """Refuse to touch a fork holding uncommitted work or a stopped git operation."""
-    operation = _operation(fork)
-    if operation:
-        what, finish, abort = operation
-        raise ForkToolError(
-            f"{fork} is in the middle of {what}; `{command}` would see only part "
-            "of the fork's patches, so it changed nothing.\n"
-            f"Finish it: resolve any conflicts, `git -C {fork} add` the files, "
-            f"then `git -C {fork} {finish}`;\n"
-            f"or give it up, back to where it started: `git -C {fork} {abort}`.\n"
-            f"Then run `python3 -m forktool {command}` again."
-        )
-    status = git(fork, "status", "--porcelain").stdout
-    if status:
-        raise ForkToolError(
-            f"{fork} has uncommitted changes; commit them in the fork and run "
-            "`python3 -m forktool export`, or stash them, before this command:\n"
-            + status.rstrip()
-        )
 
 
 def _backup(fork: Path) -> str:
@@ -303,11 +100,7 @@ def _committed(patches_dir: Path, limit: int = 200) -> set[str]:
                 blobs.add((info.split()[2], name))
     found = set()
     for blob, name in blobs:
-        data = subprocess.run(
-            ["git", "-C", str(patches_dir), "cat-file", "blob", blob],
-            capture_output=True,
-            check=True,
-        ).stdout
+        data = git(patches_dir, "cat-file", "blob", blob, binary=True).stdout
         found.add(describe(Path(name), data).fingerprint)
     return found
 
@@ -357,7 +150,7 @@ def sync(
     standing = compare(have, series, record)
     old_base = git(fork, "log", "-1", "--format=%B", BASE_TAG).stdout
     if old_base.strip() != base_message.strip():
-        if standing.of(LOCAL, BOTH) and not force:
+        if standing.of(State.LOCAL, State.BOTH) and not force:
             raise ForkToolError(
                 f"The pinned base is now {base_message.splitlines()[0]}, and {fork} "
                 f"is still on {_base_subject(fork)}; sync rebuilds it on the new "
@@ -381,14 +174,14 @@ def sync(
     m = standing.applied_prefix(len(paths))
     if m is not None:
         kept = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
-        report = standing.report(BEHIND, LOCAL, advice=False)
+        report = standing.report(State.BEHIND, State.LOCAL, advice=False)
         _apply_series(fork, paths, series, kept, author, log)
-        if standing.of(LOCAL):
+        if standing.of(State.LOCAL):
             report += "\nSave the fork's changes with `python3 -m forktool export`."
         return f"applied {len(paths) - m} patches of the series to {fork}:\n{report}"
-    if standing.of(LOCAL, BOTH):
+    if standing.of(State.LOCAL, State.BOTH):
         raise ForkToolError(refusal(fork, standing, "sync"))
-    report = standing.report(BEHIND, advice=False)
+    report = standing.report(State.BEHIND, advice=False)
     backup = _backup(fork)
     git(fork, "reset", "-q", "--hard", BASE_TAG)
     try:
@@ -409,7 +202,7 @@ def _entry(standing: Standing, fi: int, si: int, record: list[Entry] | None) -> 
     else as it was recorded, so that a change in the fork stays local work."""
     item = next(i for i in standing.items if i.series and i.fork and i.fork_at == fi)
     assert item.series and item.fork
-    if item.kind == SAME:
+    if item.kind is State.SAME:
         return Entry(
             item.series.subject, item.series.fingerprint, item.fork.fingerprint
         )
@@ -460,17 +253,18 @@ def _move_base(
 
 def refusal(fork: Path, standing: Standing, command: str) -> str:
     """Why `command` changes nothing, and what to run instead (safe to run)."""
-    if standing.of(BOTH) or (standing.of(LOCAL) and standing.of(BEHIND)):
-        commits = git(fork, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").stdout.split()
+    kind = Refusal.of(standing)
+    if kind is Refusal.DIVERGED:
+        commits = series_commits(fork)
         mine = [
             f"    git -C {fork} cherry-pick {commits[item.fork_at][:12]}  "
             f"# {item.fork.subject}"
-            for item in standing.of(LOCAL, BOTH)
+            for item in standing.of(State.LOCAL, State.BOTH)
             if item.fork and item.fork_at is not None
         ]
         return (
             f"Both {fork} and the series changed since the last sync or export:\n"
-            + standing.report(LOCAL, BEHIND, BOTH)
+            + standing.report(State.LOCAL, State.BEHIND, State.BOTH)
             + f"\n`{command}` changed nothing: `export` would undo the series' "
             "changes, `sync` would set the fork's aside.\nTo keep both:\n"
             "    python3 -m forktool sync --force   # the series; your commits "
@@ -479,15 +273,15 @@ def refusal(fork: Path, standing: Standing, command: str) -> str:
             + ("\n" if mine else "")
             + "    # resolve any conflicts, then: python3 -m forktool export"
         )
-    if standing.of(LOCAL):
+    if kind is Refusal.LOCAL_WORK:
         return (
-            f"{fork} has work the series lacks:\n{standing.report(LOCAL)}\n"
+            f"{fork} has work the series lacks:\n{standing.report(State.LOCAL)}\n"
             "Save it with `python3 -m forktool export` (then commit patches/ in "
             "this repository); or `python3 -m forktool sync --force` rebuilds the "
             "fork from the series and keeps its commits on a backup/<time> branch."
         )
     return (
-        f"The series has changes {fork} lacks:\n{standing.report(BEHIND)}\n"
+        f"The series has changes {fork} lacks:\n{standing.report(State.BEHIND)}\n"
         f"`{command}` would undo them. Run `python3 -m forktool sync` first: it "
         "brings them in (any commits it replaces stay on a backup/<time> "
         "branch); then commit your work on top and export."
@@ -549,13 +343,7 @@ SUBJECT_STYLE = re.compile(r"^(\[[^\]\s][^\]]*\])+ \S")
 
 def _warnings(fork: Path, names: list[str]) -> list[str]:
     """Commits without a matching sign-off, or with a subject not in vLLM's style."""
-    log = git(
-        fork,
-        "log",
-        "--reverse",
-        "--format=%an <%ae>%x00%s%x00%B%x1e",
-        f"{BASE_TAG}..HEAD",
-    )
+    log = git(fork, "log", "--reverse", "--format=%an <%ae>%x00%s%x00%B%x1e", SERIES)
     warnings = []
     for name, record in zip(names, log.stdout.split("\x1e"), strict=False):
         author, subject, body = record.lstrip("\n").split("\0", 2)
@@ -586,7 +374,7 @@ def export(fork: Path, patches_dir: Path) -> str:
         have = [describe(path) for path in new]
         record = _record(fork, have, patches_dir)
         standing = compare(have, series, record)
-        if standing.of(BEHIND, BOTH):
+        if standing.of(State.BEHIND, State.BOTH):
             raise ForkToolError(refusal(fork, standing, "export"))
         names = [p.name for p in new]
         written = [
@@ -611,53 +399,10 @@ def export(fork: Path, patches_dir: Path) -> str:
             f"exported {len(names)} patches to {patches_dir} "
             f"({len(written)} written, {len(removed)} removed)",
             *(
-                ["saved:", standing.report(LOCAL, advice=False)]
-                if standing.of(LOCAL)
+                ["saved:", standing.report(State.LOCAL, advice=False)]
+                if standing.of(State.LOCAL)
                 else []
             ),
             *_warnings(fork, names),
         ]
     )
-
-
-def worktree(fork: Path, path: Path, commit: str) -> Path:
-    """A tool-owned detached checkout of `commit` sharing the fork's build outputs.
-
-    Tests import vllm from the checkout, so it gets links to what installing
-    the fork generated there (compiled extensions, vllm/_version.py).
-    """
-    fork, path = fork.resolve(), path.resolve()  # git -C would resolve from fork
-    if (path / ".git").exists():
-        git(path, "reset", "-q", "--hard")
-        git(path, "clean", "-fdq")
-        git(path, "checkout", "-q", "--detach", commit)
-    else:
-        shutil.rmtree(path, ignore_errors=True)
-        git(fork, "worktree", "prune")
-        git(fork, "worktree", "add", "-q", "--detach", str(path), commit)
-    built = git(fork, "ls-files", "--others", "--ignored", "--exclude-standard", "vllm")
-    for name in built.stdout.splitlines():
-        link = path / name
-        if "__pycache__" not in name and not os.path.lexists(link):
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(fork / name)
-    return path
-
-
-def series_tests_on_base(fork: Path, path: Path, author: str) -> Path:
-    """The pristine base's code with the series' test files, committed."""
-    worktree(fork, path, BASE_TAG)
-    changed = git(
-        fork,
-        "diff",
-        "--name-only",
-        "--diff-filter=AM",
-        f"{BASE_TAG}..HEAD",
-        "--",
-        "tests",
-    ).stdout.split()
-    if changed:
-        head = git(fork, "rev-parse", "HEAD").stdout.strip()
-        git(path, "checkout", "-q", head, "--", *changed)
-        git(path, "commit", "-q", "-m", "The series' tests", env=identity(author))
-    return path

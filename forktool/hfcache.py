@@ -35,3 +35,11 @@ def lay_out(fixtures: Path, hf_home: Path) -> list[str]:
         (repo / "refs").mkdir()
         (repo / "refs" / "main").write_text(rev)
     return ids
+
+
+def ensure(fixtures: Path, hf_home: Path) -> Path:
+    """`hf_home`, laid out unless it is (`setup` and `test` refresh it; a run
+    in progress may be reading it)."""
+    if not (hf_home / "hub").exists():
+        lay_out(fixtures, hf_home)
+    return hf_home

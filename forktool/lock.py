@@ -16,9 +16,10 @@ from pathlib import Path
 
 from forktool import uv
 from forktool.errors import ForkToolError
-from forktool.pins import REPO, Pins, uv_binary
+from forktool.layout import LAYOUT
+from forktool.pins import Pins, uv_binary
 
-LOCK = REPO / "venv.lock"
+LOCK = LAYOUT.lock
 COMMAND = "python3 -m forktool lock"
 _DIGEST = "# pins-digest: "
 _PIN = re.compile(r"^([A-Za-z0-9._-]+)==([^\s;\\]+)", re.MULTILINE)

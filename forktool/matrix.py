@@ -17,9 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from forktool.checks import GPU_ONLY
 from forktool.errors import ForkToolError
-from forktool.fork import BASE_TAG, git, series_tests_on_base, worktree
-from forktool.pins import REPO
+from forktool.forktree import series_tests_on_base, worktree
+from forktool.git import BASE_TAG, series_commits
+from forktool.layout import Layout
 from forktool.results import Measured
 from forktool.upstream import Result, Runner, Selection, excerpt
 
@@ -40,7 +42,7 @@ def _fit(text: str, width: int, left: bool = False) -> str:
     return "…" + text[-(width - 1) :] if left else text[: width - 1] + "…"
 
 
-def _table(columns: dict[str, Result], width: int = 120) -> str:
+def table(columns: dict[str, Result], width: int = 120) -> str:
     """One row per test, grouped by file, at most `width` columns; a legend."""
     heads = ["base" if c == "base+tests" else c for c in columns]
     label = width - sum(len(h) + 1 for h in heads)
@@ -62,22 +64,23 @@ def _table(columns: dict[str, Result], width: int = 120) -> str:
 
 
 def regression_matrix(
-    fork: Path, trees: Path, runner: Runner, selection: Selection, author: str
+    layout: Layout, runner: Runner, selection: Selection, author: str
 ) -> Measured:
     """Run the regression selection and checks/ on base+tests and every patch."""
     # The trees first (git commands on one repository do not run in
     # parallel), then their pytest runs two at a time, one a core.
+    fork, trees = layout.fork, layout.trees
     named = {"base+tests": series_tests_on_base(fork, trees / "base-tests", author)}
-    commits = git(fork, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").stdout.split()
+    commits = series_commits(fork)
     for number, commit in enumerate(commits, 1):
         named[f"{number:04d}"] = worktree(fork, trees / f"{number:04d}", commit)
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs = {
-            name: pool.submit(_regression, runner, tree, selection, name)
+            name: pool.submit(_regression, runner, tree, selection, name, layout.root)
             for name, tree in named.items()
         }
         columns = {name: run.result() for name, run in runs.items()}
-        print(_table(columns))
+        print(table(columns))
         details = _matrix_details(columns, selection)
         if commits:  # the evidence: the same selection on the base and at the head
             evidence = {
@@ -120,7 +123,7 @@ def _matrix_details(columns: dict[str, Result], selection: Selection) -> Measure
     data = {
         "args": list(selection.regression),
         "fails_on_base": sorted(selection.fails_on_base),
-        "table": _table(columns),
+        "table": table(columns),
         "columns": {
             column: {"outcomes": result.outcomes, "seconds": round(result.seconds, 1)}
             for column, result in columns.items()
@@ -129,16 +132,18 @@ def _matrix_details(columns: dict[str, Result], selection: Selection) -> Measure
     return Measured(False, counts, {}, data)
 
 
-def _regression(runner: Runner, tree: Path, selection: Selection, name: str) -> Result:
-    """The series' regression tests and this repository's checks, from `tree`.
+def _regression(
+    runner: Runner, tree: Path, selection: Selection, name: str, repo: Path
+) -> Result:
+    """The series' regression tests and the checks of `repo` (this one), from `tree`.
 
     The checks run in a pytest of their own, rooted in this repository, so
     that neither configuration applies to the other's tests.
     """
     result = runner.run(tree, selection.regression, f"regression-{name}")
     if selection.checks:
-        paths = tuple(REPO / path for path in selection.checks)
-        args = (f"--rootdir={REPO}", *map(str, paths))
+        paths = tuple(repo / path for path in selection.checks)
+        args = (f"--rootdir={repo}", *map(str, paths))
         checks = runner.run(tree, args, f"checks-{name}", inputs=paths)
         result.outcomes.update(checks.outcomes)
         result.reasons.update(checks.reasons)
@@ -229,11 +234,10 @@ def _on_fork(
     return merged
 
 
-def suite_vs_base(
-    fork: Path, trees: Path, runner: Runner, selection: Selection
-) -> Measured:
+def suite_vs_base(layout: Layout, runner: Runner, selection: Selection) -> Measured:
     """Upstream's CPU selection on the fork, compared with the pristine base."""
-    base = worktree(fork, trees / "base", BASE_TAG)
+    fork = layout.fork
+    base = worktree(fork, layout.base_tree, BASE_TAG)
     ok, runs = True, {}
     for name, args in selection.runs.items():
         try:
@@ -290,7 +294,7 @@ def suite_vs_base(
 
 def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> Measured:
     """The GPU-only tests are collected and skip with a reason on this machine."""
-    result = runner.run(fork, selection.gpu_only, "gpu-only")
+    result = runner.run(fork, selection.gpu_only, GPU_ONLY.name)
     print(f"GPU-only tests: {result.summary()}")
     for test, outcome in sorted(result.outcomes.items()):
         print(f"  {outcome:8} {test}: {result.reasons.get(test, '')}")
@@ -300,18 +304,18 @@ def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> Measur
     return Measured(ok, dict(result.counts()), {}, {**data, "reasons": result.reasons})
 
 
-OVERRIDES = "checks/test_override_patterns.py"
+OVERRIDES = "test_override_patterns.py"
 
 
-def override_patterns(fork: Path, trees: Path, runner: Runner) -> Measured:
+def override_patterns(layout: Layout, runner: Runner) -> Measured:
     """The out-of-tree override checks on the pristine base and on the fork.
 
     Every check must pass on the fork; on the base, the patterns must
     install and win (what the fork keeps compatible with).
     """
-    path = REPO / OVERRIDES
-    args = (f"--rootdir={REPO}", str(path))
-    base = worktree(fork, trees / "base", BASE_TAG)
+    fork, path = layout.fork, layout.checks / OVERRIDES
+    args = (f"--rootdir={layout.root}", str(path))
+    base = worktree(fork, layout.base_tree, BASE_TAG)
     results = {
         "base": runner.run(base, args, "overrides-base", inputs=(path,)),
         "fork": runner.run(fork, args, "overrides-fork", inputs=(path,)),

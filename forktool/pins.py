@@ -13,8 +13,7 @@ from pathlib import Path
 
 from forktool import uv
 from forktool.errors import ForkToolError
-
-REPO = Path(__file__).resolve().parent.parent
+from forktool.layout import LAYOUT
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class Pins:
     """The interpreter and platform venv.lock is resolved for."""
 
     @classmethod
-    def load(cls, path: Path = REPO / "pins.toml") -> Pins:
+    def load(cls, path: Path = LAYOUT.pins) -> Pins:
         with path.open("rb") as f:
             data = tomllib.load(f)
         base = data["base"]

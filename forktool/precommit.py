@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from forktool.errors import ForkToolError
-from forktool.fork import BASE_TAG, git, worktree
+from forktool.forktree import worktree
+from forktool.git import SERIES, git, series_commits
 from forktool.pins import cache_dir
 from forktool.results import Measured
 
@@ -409,14 +410,7 @@ class PreCommit:
 
 def changed_files(tree: Path) -> list[str]:
     """Files the series adds or modifies (a renamed file counts as added)."""
-    diff = git(
-        tree,
-        "diff",
-        "--name-only",
-        "--no-renames",
-        "--diff-filter=AM",
-        f"{BASE_TAG}..HEAD",
-    )
+    diff = git(tree, "diff", "--name-only", "--no-renames", "--diff-filter=AM", SERIES)
     return diff.stdout.split()
 
 
@@ -471,7 +465,7 @@ def check_messages(
     editmsg = git(
         tree, "rev-parse", "--path-format=absolute", "--git-path", "COMMIT_EDITMSG"
     ).stdout.strip()
-    commits = git(tree, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").stdout.split()
+    commits = series_commits(tree)
     results = []
     for number, commit in enumerate(commits, 1):
         name, email, message = git(

@@ -1,6 +1,7 @@
 """The results store: one JSON file per check under build/results/.
 
-`test`, `setup` and `bench` write here; reports and the PR text only read.
+`test`, `setup` and `bench` write here, one file per check of the registry
+(forktool.checks); reports and the PR text only read.
 Each result names the fork tree it was measured on, so a reader can refuse
 one measured on another tree than the fork's current HEAD.
 """
@@ -13,14 +14,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from forktool.checks import Check
 from forktool.errors import ForkToolError
-from forktool.fork import git
+from forktool.git import git
 
 
 @dataclass
 class CheckResult:
     check: str
-    """Short name, also the file name: build/results/<check>.json."""
+    """The check's name in the registry, also the file name."""
     ok: bool
     tree: str
     """`git rev-parse HEAD^{tree}` of the fork the check ran on."""
@@ -77,13 +79,14 @@ def read(store: Path, check: str) -> CheckResult | None:
         raise ForkToolError(f"{path} is not a results file: {e}") from e
 
 
-def problem(result: CheckResult | None, check: str, tree: str, refresh: str) -> str:
+def problem(result: CheckResult | None, check: Check, tree: str) -> str:
     """Why `result` cannot stand for the fork at `tree`, or "" when it can."""
     if result is None:
-        return f"{check}: no result; run `{refresh}`"
+        return f"{check.name}: no result; run `{check.command}`"
     if result.tree != tree:
         return (
-            f"{check}: stale, measured on tree {result.tree[:12]} on {result.date}, "
+            f"{check.name}: stale, measured on tree {result.tree[:12]} on "
+            f"{result.date}, "
             f"the fork is now at tree {tree[:12]}; run `{result.command}`"
         )
     return ""

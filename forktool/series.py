@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from forktool.errors import ForkToolError
+from forktool.git import git
 
 HEADER = "# Applied in order on the pinned base by `python3 -m forktool sync`.\n"
 
@@ -56,9 +56,8 @@ def describe(path: Path, data: bytes | None = None) -> PatchInfo:
     """Describe a `git format-patch` file (from the series or the fork)."""
     data = path.read_bytes() if data is None else data
     header = data.split(b"\n---\n", 1)[0]
-    patch_id = subprocess.run(
-        ["git", "patch-id", "--stable"], input=data, capture_output=True, check=True
-    ).stdout.split(b" ", 1)[0]
+    patch_id = git(None, "patch-id", "--stable", input=data, binary=True).stdout
+    patch_id = patch_id.split(b" ", 1)[0]
     digest = hashlib.sha256(header + b"\0" + patch_id).hexdigest()
     return PatchInfo(path.name, _subject(header.decode(errors="replace")), digest)
 

@@ -12,14 +12,66 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from forktool.series import PatchInfo
 
-SAME = "in both"
-LOCAL = "local work"  # export saves it
-BEHIND = "the fork is behind"  # sync brings it in
-BOTH = "changed on both sides"
+
+class State(Enum):
+    """Which side a patch differs on, and so which command keeps it."""
+
+    SAME = "in both"
+    LOCAL = "local work"  # export saves it
+    BEHIND = "the fork is behind"  # sync brings it in
+    BOTH = "changed on both sides"
+
+
+class Change(Enum):
+    """How a patch differs: its state, what happened, and what to run."""
+
+    SAME = State.SAME, "in both", ""
+    CHANGED_IN_FORK = (
+        State.LOCAL,
+        "changed in the fork",
+        "local work: `export` saves it",
+    )
+    ONLY_IN_FORK = State.LOCAL, "only in the fork", "local work: `export` saves it"
+    DROPPED_IN_FORK = (
+        State.LOCAL,
+        "dropped in the fork",
+        "`export` removes it from the series",
+    )
+    REORDERED_IN_FORK = State.LOCAL, "reordered in the fork", "`export` saves the order"
+    CHANGED_IN_SERIES = State.BEHIND, "changed in the series", "`sync` brings it in"
+    DROPPED_FROM_SERIES = (
+        State.BEHIND,
+        "dropped from the series",
+        "`sync` removes it from the fork",
+    )
+    NOT_APPLIED = State.BEHIND, "not applied yet", "`sync` applies it"
+    ONLY_IN_SERIES = (
+        State.BEHIND,
+        "only in the series",
+        "the fork is behind: `sync` brings it in",
+    )
+    REORDERED_IN_SERIES = (
+        State.BEHIND,
+        "reordered in the series",
+        "`sync` brings the order in",
+    )
+    CHANGED_ON_BOTH = (
+        State.BOTH,
+        "changed on both sides, in the fork and in the series",
+        "",
+    )
+    OTHER_ORDER = State.BOTH, "in another order in the fork than in the series", ""
+
+    def __init__(self, state: State, what: str, advice: str) -> None:
+        self.state, self.what, self.advice = state, what, advice
+
+    def text(self, advice: bool = True) -> str:
+        return f"{self.what} ({self.advice})" if advice and self.advice else self.what
 
 
 @dataclass(frozen=True)
@@ -31,8 +83,7 @@ class Entry:
 
 @dataclass(frozen=True)
 class Item:
-    kind: str
-    what: str
+    change: Change
     series: PatchInfo | None = None
     fork: PatchInfo | None = None
     number: int = 0
@@ -40,10 +91,14 @@ class Item:
     fork_at: int | None = None
     """0-based position of the fork's commit, if the fork has the patch."""
 
+    @property
+    def kind(self) -> State:
+        return self.change.state
+
     def line(self, advice: bool = True) -> str:
         patch = self.series or self.fork
         name = patch.name if patch else "(order)"
-        return f"  {name}: {self.what if advice else self.what.split(' (')[0]}"
+        return f"  {name}: {self.change.text(advice)}"
 
 
 def record_path(fork: Path) -> Path:
@@ -69,29 +124,31 @@ class Standing:
     pairs: list[tuple[int, int]]
     """(fork index, series index) of the patches present on both sides."""
 
-    def of(self, *kinds: str) -> list[Item]:
+    def of(self, *kinds: State) -> list[Item]:
         return [item for item in self.items if item.kind in kinds]
 
-    def report(self, *kinds: str, advice: bool = True) -> str:
+    def report(self, *kinds: State, advice: bool = True) -> str:
         return "\n".join(item.line(advice) for item in self.of(*kinds))
 
     @property
     def changed(self) -> bool:
-        return bool(self.of(LOCAL, BEHIND, BOTH))
+        return bool(self.of(State.LOCAL, State.BEHIND, State.BOTH))
 
     def applied_prefix(self, series_len: int) -> int | None:
         """m when the fork is the series' first m patches (some perhaps changed
         in the fork) and every later patch only waits to be applied."""
         m = len(self.pairs)
-        if self.pairs != [(i, i) for i in range(m)] or self.of(BOTH):
+        if self.pairs != [(i, i) for i in range(m)] or self.of(State.BOTH):
             return None
         for item in self.items:
-            if item.fork and (item.kind not in (SAME, LOCAL) or not item.series):
+            if item.fork and (
+                item.kind not in (State.SAME, State.LOCAL) or not item.series
+            ):
                 return None
         tail = [item for item in self.items if item.number > m and item.series]
-        if any(item.kind != BEHIND or item.fork for item in tail):
+        if any(item.kind != State.BEHIND or item.fork for item in tail):
             return None
-        if len(tail) != series_len - m or self.of(LOCAL) and not tail:
+        if len(tail) != series_len - m or self.of(State.LOCAL) and not tail:
             return None
         return m
 
@@ -109,48 +166,47 @@ def compare(
     items: list[Item] = []
     pairs: list[tuple[int, int]] = []
 
-    def pair(match, kind_of) -> None:
+    def pair(match, change_of) -> None:
         for fi in sorted(free_f):
             for si in sorted(free_s):
                 if match(fork[fi], series[si]):
-                    kind, what = kind_of(fork[fi], series[si])
-                    items.append(Item(kind, what, series[si], fork[fi], si + 1, fi))
+                    change = change_of(fork[fi], series[si])
+                    items.append(Item(change, series[si], fork[fi], si + 1, fi))
                     pairs.append((fi, si))
                     free_f.discard(fi)
                     free_s.discard(si)
                     break
 
-    same = (SAME, SAME)
-    pair(lambda f, s: f.fingerprint == s.fingerprint, lambda f, s: same)
-    pair(lambda f, s: (s.fingerprint, f.fingerprint) in rec_pairs, lambda f, s: same)
+    pair(lambda f, s: f.fingerprint == s.fingerprint, lambda f, s: Change.SAME)
+    pair(
+        lambda f, s: (s.fingerprint, f.fingerprint) in rec_pairs,
+        lambda f, s: Change.SAME,
+    )
 
-    def changed(f: PatchInfo, s: PatchInfo) -> tuple[str, str]:
+    def changed(f: PatchInfo, s: PatchInfo) -> Change:
         in_fork = record is None or f.fingerprint not in rec_fork
         in_series = record is None or s.fingerprint not in rec_series
         if in_fork and not in_series:
-            return LOCAL, "changed in the fork (local work: `export` saves it)"
+            return Change.CHANGED_IN_FORK
         if in_series and not in_fork:
-            return BEHIND, "changed in the series (`sync` brings it in)"
-        return BOTH, "changed on both sides, in the fork and in the series"
+            return Change.CHANGED_IN_SERIES
+        return Change.CHANGED_ON_BOTH
 
     pair(lambda f, s: f.subject == s.subject, changed)
     for fi in sorted(free_f):
         if fork[fi].fingerprint in rec_fork:
-            what = BEHIND, "dropped from the series (`sync` removes it from the fork)"
+            change = Change.DROPPED_FROM_SERIES
         else:
-            what = LOCAL, "only in the fork (local work: `export` saves it)"
-        items.append(Item(*what, fork=fork[fi], number=fi + 1, fork_at=fi))
+            change = Change.ONLY_IN_FORK
+        items.append(Item(change, fork=fork[fi], number=fi + 1, fork_at=fi))
     for si in sorted(free_s):
         if series[si].fingerprint in rec_applied:
-            what = LOCAL, "dropped in the fork (`export` removes it from the series)"
+            change = Change.DROPPED_IN_FORK
         elif series[si].fingerprint in rec_series:
-            what = BEHIND, "not applied yet (`sync` applies it)"
+            change = Change.NOT_APPLIED
         else:
-            what = (
-                BEHIND,
-                "only in the series (the fork is behind: `sync` brings it in)",
-            )
-        items.append(Item(*what, series=series[si], number=si + 1))
+            change = Change.ONLY_IN_SERIES
+        items.append(Item(change, series=series[si], number=si + 1))
     items += _order(fork, series, entries if record is not None else None, pairs)
     items.sort(key=lambda item: (item.number, item.fork is None))
     pairs.sort()
@@ -180,9 +236,25 @@ def _order(
     ]
     in_fork, in_series = reordered(fork_seq), reordered(series_seq)
     if record is not None and in_fork and not in_series:
-        kind, what = LOCAL, "reordered in the fork (`export` saves the order)"
+        change = Change.REORDERED_IN_FORK
     elif record is not None and in_series and not in_fork:
-        kind, what = BEHIND, "reordered in the series (`sync` brings the order in)"
+        change = Change.REORDERED_IN_SERIES
     else:
-        kind, what = BOTH, "in another order in the fork than in the series"
-    return [Item(kind, what, number=len(series) + 1)]
+        change = Change.OTHER_ORDER
+    return [Item(change, number=len(series) + 1)]
+
+
+class Refusal(Enum):
+    """Why `sync` or `export` changes nothing, given where the fork stands."""
+
+    DIVERGED = "both the fork and the series changed"
+    LOCAL_WORK = "the fork has work the series lacks"
+    BEHIND = "the series has changes the fork lacks"
+
+    @classmethod
+    def of(cls, standing: Standing) -> Refusal:
+        if standing.of(State.BOTH) or (
+            standing.of(State.LOCAL) and standing.of(State.BEHIND)
+        ):
+            return cls.DIVERGED
+        return cls.LOCAL_WORK if standing.of(State.LOCAL) else cls.BEHIND

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forktool.errors import ForkToolError
-from forktool.fork import git
-from forktool.pins import REPO, cache_dir
+from forktool.git import git
+from forktool.layout import LAYOUT
+from forktool.pins import cache_dir
 from forktool.venv import python, venv_id
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -105,7 +106,7 @@ def node_id(tree: Path, classname: str, name: str) -> str:
     Modules are looked up in the tree, then in this repository (checks/).
     """
     parts = classname.split(".")
-    for root in (tree, REPO):
+    for root in (tree, LAYOUT.root):
         for i in range(len(parts), 0, -1):
             module = "/".join(parts[:i]) + ".py"
             if (root / module).exists():

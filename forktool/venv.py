@@ -23,9 +23,9 @@ from pathlib import Path
 
 from forktool import lock, uv
 from forktool.errors import ForkToolError
-from forktool.pins import REPO, Pins, cache_dir, fetch, uv_binary
+from forktool.layout import LAYOUT
+from forktool.pins import Pins, cache_dir, fetch, uv_binary
 
-VENV = REPO / "build" / ".venv"
 COMPLETE = ".forktool-complete"
 """Written last, holding the digest of the lock the venv was made from."""
 
@@ -58,7 +58,7 @@ def _interpreter(pins: Pins) -> str:
     return sys.executable if running == pins.python else pins.python
 
 
-def ensure_venv(pins: Pins, venv: Path = VENV) -> Path:
+def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
     """Make `venv` exactly venv.lock, unless it already is."""
     lock_file = lock.current(pins)
     wanted = lock.digest(lock_file)
@@ -153,7 +153,7 @@ def _clones() -> Path:
     return cache_dir() / "clones"
 
 
-def register_clone(repo: Path = REPO) -> None:
+def register_clone(repo: Path = LAYOUT.root) -> None:
     """Note in the cache that `repo` uses it, so `cache` keeps what its pins use."""
     _clones().mkdir(parents=True, exist_ok=True)
     name = hashlib.sha256(str(repo).encode()).hexdigest()[:16]
@@ -169,7 +169,7 @@ def _used_by(pins: Pins) -> set[Path]:
 def in_use(pins: Pins) -> dict[Path, list[Path]]:
     """What in the cache each clone on this machine uses: its pins' downloads
     and uv, and the venvs an older forktool shared that hold its fork."""
-    used = {REPO: _used_by(pins)}
+    used = {LAYOUT.root: _used_by(pins)}
     for entry in sorted(_clones().glob("*.json")):
         repo = Path(json.loads(entry.read_text())["repo"])
         try:

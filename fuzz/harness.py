@@ -7,14 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forktool.fork import BASE_TAG, git, worktree
+from forktool.forktree import worktree
+from forktool.git import BASE_TAG, git
+from forktool.layout import LAYOUT
 from forktool.tree_process import TreeProcess
 
-REPO = Path(__file__).resolve().parents[1]
-FORK = REPO / "build" / "vllm"
-TREES = REPO / "build" / "trees"
-BASE_TREE = TREES / "base"
-HF_HOME = REPO / "build" / "hf-home"
 WORKER = Path(__file__).resolve().with_name("planner_worker.py")
 
 READY_TIMEOUT_S = 300.0  # importing vllm without bytecode caches: ~20 s
@@ -23,24 +20,26 @@ PLAN_TIMEOUT_S = 120.0
 
 def base_tree() -> Path:
     """The tool-owned checkout of the pristine base, made or fixed if needed."""
-    want = git(FORK, "rev-parse", f"{BASE_TAG}^{{commit}}").stdout.strip()
+    base = LAYOUT.base_tree
+    want = git(LAYOUT.fork, "rev-parse", f"{BASE_TAG}^{{commit}}").stdout.strip()
     have = (
-        git(BASE_TREE, "rev-parse", "HEAD", check=False).stdout.strip()
-        if (BASE_TREE / ".git").exists()
+        git(base, "rev-parse", "HEAD", check=False).stdout.strip()
+        if (base / ".git").exists()
         else ""
     )
     if have != want:
-        worktree(FORK, BASE_TREE, BASE_TAG)
-    return BASE_TREE
+        worktree(LAYOUT.fork, base, BASE_TAG)
+    return base
 
 
 def candidate_tree(name: str) -> Path:
     """FUZZ_AGAINST: `series` (the fork), `base`, a build/trees name, or a path."""
     if name == "series":
-        return FORK
+        return LAYOUT.fork
     if name == "base":
         return base_tree()
-    path = TREES / name if (TREES / name).is_dir() else Path(name).resolve()
+    named = LAYOUT.trees / name
+    path = named if named.is_dir() else Path(name).resolve()
     if not (path / "vllm" / "__init__.py").exists():
         raise ValueError(f"FUZZ_AGAINST={name!r}: no vllm tree at {path}")
     return path
@@ -52,7 +51,7 @@ def worker_env() -> dict[str, str]:
         "VLLM_TARGET_DEVICE": "cpu",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
-        "HF_HOME": str(HF_HOME),
+        "HF_HOME": str(LAYOUT.hf_home),
         "CUDA_VISIBLE_DEVICES": "",
         "PYTHONDONTWRITEBYTECODE": "1",  # keep the trees as the tool left them
         "VLLM_LOGGING_LEVEL": "ERROR",  # the planner warns on every padded group

@@ -10,8 +10,7 @@ import pytest
 from forktool import bench
 from forktool.bench import Case
 from forktool.errors import ForkToolError
-
-REPO = bench.REPO
+from forktool.layout import REPO
 
 
 def answers(step_us: list[list[float]], ids: int = 0) -> list[dict]:

@@ -7,10 +7,11 @@ import subprocess
 
 import pytest
 
-import forktool.__main__ as forktool_main
 from forktool import venv
-from forktool.__main__ import COMMANDS, main
-from forktool.matrix import _table
+from forktool.__main__ import main
+from forktool.commands import COMMANDS
+from forktool.layout import Layout
+from forktool.matrix import table as _table
 from forktool.upstream import Result
 
 
@@ -44,8 +45,8 @@ def test_issue_5_run_uses_the_venv_and_keeps_the_directory(tmp_path, monkeypatch
 def test_issue_5_run_command_needs_the_venv_and_passes_the_exit_status(
     tmp_path, monkeypatch, capsys
 ):
+    monkeypatch.setattr("forktool.commands.run.LAYOUT", Layout(tmp_path))
     env = tmp_path / "build" / ".venv"
-    monkeypatch.setattr(forktool_main, "VENV", env)
     assert main(["run", "--", "true"]) == 1  # no venv: a clear error
     (env / "bin").mkdir(parents=True)
     (env / venv.COMPLETE).write_text("lock digest\n")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from forktool import pr, results
+from forktool import checks, pr, results
 from forktool.errors import ForkToolError
-from forktool.fork import git, identity
+from forktool.git import git, identity
 from forktool.results import CheckResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -386,3 +386,23 @@ def test_renders_a_bench_result_when_there_is_one(fork, tmp_path):
     assert "(goals met)" in text and "PASS  mixed: fork/base 1.004" in text
     assert "mixed   1.004" in text  # the table, collapsed
     assert "Benchmark: not measured" not in text
+
+
+def test_renders_only_checks_of_the_registry(fork, tmp_path, monkeypatch):
+    """Every result the description reads is looked up as a check of the
+    registry that the PR renders; any other lookup fails."""
+    store, out = tmp_path / "results", tmp_path / "kit"
+    synthetic_results(store, results.fork_tree(fork))
+    asked = []
+
+    class Watched(dict):
+        def __getitem__(self, check):
+            asked.append(check)
+            if check not in checks.REGISTRY or not check.in_pr:
+                raise AssertionError(f"pr renders {check!r}, not in the registry")
+            return super().__getitem__(check)
+
+    load = pr.load_results
+    monkeypatch.setattr(pr, "load_results", lambda *a: Watched(load(*a)))
+    make_kit(fork, store, out)
+    assert {check.name for check in asked} == {*pr.REQUIRED, "bench"}

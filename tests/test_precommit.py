@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from forktool import fork
+from forktool import git as fork
 from forktool.errors import ForkToolError
 from forktool.precommit import (
     Outcome,

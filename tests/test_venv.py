@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-import forktool.__main__ as forktool_main
 from forktool import lock, venv
+from forktool.__main__ import main
 from forktool.errors import ForkToolError
+from forktool.layout import LAYOUT, Layout
 from forktool.pins import Pins, cache_dir
 from forktool.venv_check import self_check
 
@@ -135,12 +136,12 @@ def test_each_clone_has_its_own_venv_and_env_names_it(tmp_path, monkeypatch, cap
         (site / "direct_url.json").write_text(json.dumps(url))
     for clone in ("a", "b"):
         env = tmp_path / clone / "build" / ".venv"
-        monkeypatch.setattr(forktool_main, "VENV", env)
-        assert forktool_main.main(["env"]) == 0
+        monkeypatch.setattr("forktool.commands.env.LAYOUT", Layout(tmp_path / clone))
+        assert main(["env"]) == 0
         out = capsys.readouterr().out
         assert f"# venv {env} (vLLM from {tmp_path / clone / 'build' / 'vllm'})" in out
         assert f"export VIRTUAL_ENV={env}" in out
-    assert venv.VENV == venv.REPO / "build" / ".venv"
+    assert LAYOUT.venv == LAYOUT.root / "build" / ".venv"
 
 
 def test_cache_removes_only_what_no_clone_uses(tmp_path, monkeypatch, capsys):
@@ -150,7 +151,7 @@ def test_cache_removes_only_what_no_clone_uses(tmp_path, monkeypatch, capsys):
     other = tmp_path / "other"
     other.mkdir()
     old_sdist = "vllm-0.32.0.tar.gz"
-    text = venv.REPO.joinpath("pins.toml").read_text()
+    text = LAYOUT.pins.read_text()
     (other / "pins.toml").write_text(text.replace(pins.sdist.filename, old_sdist))
     venv.register_clone(other)
     venv.register_clone(tmp_path / "gone")
@@ -170,7 +171,7 @@ def test_cache_removes_only_what_no_clone_uses(tmp_path, monkeypatch, capsys):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x")
     assert venv.stale(pins) == [*drop, unused]
-    assert forktool_main.main(["cache", "--remove"]) == 0
+    assert main(["cache", "--remove"]) == 0
     assert f"in use by {other}" in capsys.readouterr().out
     assert all(p.exists() for p in keep) and shared.exists()
     assert not any(p.exists() for p in [*drop, unused])

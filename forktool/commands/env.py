@@ -1,0 +1,39 @@
+"""`env`: the shell lines for the fork's environment."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from forktool import hfcache
+from forktool.commands.command import Command
+from forktool.layout import LAYOUT
+from forktool.pins import Pins
+from forktool.venv import editable_vllm, export_lines, user_env, venv_id
+
+
+def uses(venv: Path) -> str:
+    """Which venv and which vLLM tree `env` and `run` use."""
+    tree = editable_vllm(venv)
+    return f"venv {venv} ({f'vLLM from {tree}' if tree else 'no editable vLLM yet'})"
+
+
+def run(pins: Pins, args: argparse.Namespace) -> int:
+    hf_home = hfcache.ensure(LAYOUT.fixtures, LAYOUT.hf_home)
+    if not venv_id(LAYOUT.venv):
+        print(f"# {LAYOUT.venv} does not exist yet: run `python3 -m forktool install`")
+    print(f"# {uses(LAYOUT.venv)}")
+    print(export_lines(user_env(LAYOUT.venv, hf_home)))
+    return 0
+
+
+COMMAND = Command(
+    "env",
+    "print the shell lines for the fork's environment",
+    'Print `export` lines, for eval "$(python3 -m forktool env)": this clone\'s '
+    "venv, build/.venv (VIRTUAL_ENV, PATH), with a comment naming the vLLM tree "
+    "it imports; VLLM_TARGET_DEVICE=cpu where there is no GPU (no nvidia-smi), "
+    "HF_HOME=build/hf-home with the fixtures' configs, HF_HUB_OFFLINE=1. It "
+    "refuses nothing and installs nothing (run install). Writes: build/hf-home.",
+    run,
+)

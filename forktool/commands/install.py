@@ -1,0 +1,49 @@
+"""`install`: this clone's venv made from the lock, the fork installed into
+it, and the venv's self-check."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from forktool import lock
+from forktool.commands.command import Command
+from forktool.errors import ForkToolError
+from forktool.layout import LAYOUT
+from forktool.pins import Pins
+from forktool.results import Measured
+from forktool.upstream import test_env
+from forktool.venv import ensure_venv, install_fork, python
+from forktool.venv_check import self_check
+
+
+def install(pins: Pins) -> tuple[Path, Measured]:
+    """The venv, and what its self-check found."""
+    venv = ensure_venv(pins)
+    print(f"venv: {venv}")
+    install_fork(pins, venv, LAYOUT.fork)
+    print("venv self-check:", flush=True)
+    return venv, self_check(python(venv), lock.LOCK, test_env(LAYOUT.hf_home))
+
+
+def run(pins: Pins, args: argparse.Namespace) -> int:
+    if not install(pins)[1]:
+        raise ForkToolError(f"{LAYOUT.venv} failed its self-check (above)")
+    return 0
+
+
+COMMAND = Command(
+    "install",
+    "make build/.venv exactly venv.lock, install the fork, self-check it",
+    "Make this clone's venv, build/.venv, exactly venv.lock (`uv pip sync`, "
+    "files hard-linked from uv's cache), unless it already is; install "
+    "build/vllm into it, editable, with VLLM_USE_PRECOMPILED=1; then check it: "
+    "no file installed by two distributions with different contents, every "
+    "package as the lock pins it, and the imports the checks need succeed. It "
+    "refuses pins changed without re-locking and a download whose sha256 "
+    "differs from pins.toml (nothing is unpacked), and fails naming the file, "
+    "distributions or package at fault. Writes: build/.venv, build outputs in "
+    "build/vllm (ignored by git), the wheel, uv and a note of this clone in "
+    "${VLLM_FORK_CACHE:-~/.cache/vllm-fork}, uv's cache.",
+    run,
+)

@@ -1,0 +1,27 @@
+"""`lock`: venv.lock resolved from pins.toml."""
+
+from __future__ import annotations
+
+import argparse
+
+from forktool import lock
+from forktool.commands.command import Command
+from forktool.pins import Pins
+
+
+def run(pins: Pins, args: argparse.Namespace) -> int:
+    print(lock.write(pins))
+    return 0
+
+
+COMMAND = Command(
+    "lock",
+    "resolve venv.lock from pins.toml",
+    "Resolve every package of the venv (vLLM's runtime dependencies from the "
+    "pinned wheel's metadata, pip, the build and test requirements, under "
+    "pins.toml's constraints) with `uv pip compile --generate-hashes` for the "
+    "pinned Python and platform, and write venv.lock with a digest of the pins "
+    "it was resolved from; commit it with pins.toml. Every other command "
+    "refuses pins changed since. Writes: venv.lock only.",
+    run,
+)

@@ -1,0 +1,57 @@
+"""`pr`: the upstream PR kit in build/pr/, from the results."""
+
+from __future__ import annotations
+
+import argparse
+
+from forktool.commands.command import Command
+from forktool.layout import LAYOUT
+from forktool.pins import Pins
+from forktool.pr import make_kit
+from forktool.pr.lint import markdownlint
+
+
+def run(pins: Pins, args: argparse.Namespace) -> int:
+    print(
+        make_kit(
+            LAYOUT.fork,
+            LAYOUT.results,
+            LAYOUT.kit,
+            LAYOUT.prose,
+            LAYOUT.review,
+            pins.version,
+            pins.author,
+            args.signoff,
+            args.allow_partial,
+            markdownlint,
+        )
+    )
+    return 0
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--signoff",
+        metavar='"NAME <EMAIL>"',
+        help="re-sign the kit's series (never patches/) for this submitter, "
+        "with the AI-attribution trailer",
+    )
+    parser.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help='render without missing or stale results, marked "not measured"',
+    )
+
+
+COMMAND = Command(
+    "pr",
+    "write build/pr/: PR description, series, apply-to-vllm.sh",
+    "Render the upstream PR kit from the results `setup` and `test` wrote to "
+    "build/results/: description.md (vLLM's PR template, checked with vLLM's "
+    "markdownlint settings), series/ (format-patch with a cover letter) and "
+    "apply-to-vllm.sh. It refuses, writing nothing, when a result is missing "
+    "or was measured on another tree than the fork's HEAD, and names the "
+    "command that refreshes it. Writes: build/pr/ only; never patches/.",
+    run,
+    options,
+)

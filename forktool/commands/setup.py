@@ -1,0 +1,39 @@
+"""`setup`: sync, install, show the fork, run the regression matrix."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from forktool import checks, matrix
+from forktool.commands.command import Command
+from forktool.commands.prepare import prepare, run_checks, runner
+from forktool.layout import LAYOUT
+from forktool.pins import Pins
+from forktool.results import Measured
+from forktool.upstream import Selection
+
+
+def run(pins: Pins, args: argparse.Namespace) -> int:
+    start = time.monotonic()
+    venv, checked = prepare(pins)
+    prepared = time.monotonic() - start
+
+    def regression_matrix() -> Measured:
+        selection = Selection.load(LAYOUT.selection)
+        return matrix.regression_matrix(LAYOUT, runner(venv), selection, pins.author)
+
+    run = [(checks.VENV_SELF_CHECK, lambda: checked)]
+    run.append((checks.REGRESSION_MATRIX, regression_matrix))
+    return run_checks(pins, run, checks.SETUP, prepared)
+
+
+COMMAND = Command(
+    "setup",
+    "sync, install, show the fork, run the regression matrix",
+    "sync, then install (with the venv's self-check), then show `vllm "
+    "--version` from the fork and run the series' regression matrix. Refuses "
+    "what sync and install refuse. Writes what sync and install write, and "
+    "build/trees, build/logs, build/hf-home, build/results.",
+    run,
+)

@@ -1,0 +1,68 @@
+"""`sync`: build/vllm = base + series, or brought up to date."""
+
+from __future__ import annotations
+
+import argparse
+
+from forktool import fork
+from forktool.commands.command import Command
+from forktool.layout import LAYOUT
+from forktool.pins import Pins, fetch
+from forktool.venv import register_clone
+
+
+def sync(pins: Pins, force: bool = False) -> None:
+    message = (
+        f"{pins.project} {pins.version}\n\n"
+        f"The pristine {pins.sdist.filename}, sha256 {pins.sdist.sha256}.\n"
+    )
+    register_clone()
+    sdist = lambda: fetch(pins, pins.sdist)  # noqa: E731
+    print(
+        fork.sync(
+            LAYOUT.fork,
+            LAYOUT.patches,
+            pins.author,
+            message,
+            sdist,
+            pins.generated,
+            force,
+        )
+    )
+
+
+def run(pins: Pins, args: argparse.Namespace) -> int:
+    sync(pins, args.force)
+    return 0
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild the fork from the series even though it holds work the "
+        "series lacks (its commits are kept on a backup/<time> branch)",
+    )
+
+
+COMMAND = Command(
+    "sync",
+    "materialise build/vllm: base + series, or bring it up to date",
+    "Materialise build/vllm as the pinned base (commit tagged `base`) plus one "
+    "commit per patch of patches/series, or bring an existing fork up to date. "
+    "It compares the fork's patches with the series (git patch-id --stable, "
+    "subjects) and reports, per patch, which side changed. It updates the fork "
+    "when only the series changed (a teammate added, changed or dropped a "
+    "patch), and rebuilds it with `git am -3` when pins.toml names another "
+    "base; the fork's previous commits stay on a backup/<time> branch. It "
+    "refuses, changing nothing, while a git operation (am, rebase, "
+    "cherry-pick, revert, merge, bisect) is stopped in the fork, while the "
+    "fork has uncommitted changes, while it holds work the series lacks (run "
+    "export), and when both sides changed. It needs git and the pinned sdist, "
+    "no venv: it downloads the sdist (uv names its URL on the index; verified "
+    "by sha256 before anything is unpacked) unless the cache holds it. "
+    "Writes: build/vllm, build/logs/sync-git-am.log, the sdist and uv in "
+    "${VLLM_FORK_CACHE:-~/.cache/vllm-fork}.",
+    run,
+    options,
+)

@@ -1,0 +1,112 @@
+"""`test`: everything `setup` does, plus every check CI runs."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from forktool import checks, ci_impact, matrix, precommit
+from forktool.commands.command import Command
+from forktool.commands.prepare import prepare, run_checks, runner
+from forktool.layout import LAYOUT
+from forktool.pins import Pins
+from forktool.results import Measured
+from forktool.upstream import Selection, parse_junit, test_env
+from forktool.venv import python
+
+
+def run(pins: Pins, args: argparse.Namespace) -> int:
+    start = time.monotonic()
+    venv, checked = prepare(pins)
+    prepared = time.monotonic() - start
+    tests = runner(venv)
+    selection = Selection.load(LAYOUT.selection)
+    measure = {
+        checks.VENV_SELF_CHECK: lambda: checked,
+        checks.TOOL_TESTS: lambda: _pytest(venv, "tests"),
+        checks.REGRESSION_MATRIX: lambda: matrix.regression_matrix(
+            LAYOUT, tests, selection, pins.author
+        ),
+        checks.GPU_ONLY: lambda: matrix.gpu_only_skipped(LAYOUT.fork, tests, selection),
+        checks.CI_CHECKERS: lambda: ci_impact.run_checkers(LAYOUT.fork, python(venv)),
+        checks.CI_IMPACT: lambda: _ci_impact(venv),
+        checks.PRE_COMMIT: lambda: precommit.run_precommit(
+            LAYOUT.fork, LAYOUT.trees / checks.PRE_COMMIT.name
+        ),
+        checks.OVERRIDES: lambda: matrix.override_patterns(LAYOUT, tests),
+        checks.PLANNER_FUZZ: lambda: _pytest(venv, "fuzz", "-s"),
+        checks.FUZZ_CATCHES_BASE: lambda: _fuzz_catches_base(venv),
+        checks.UPSTREAM_SELECTION: lambda: matrix.suite_vs_base(
+            LAYOUT, tests, selection
+        ),
+    }
+    gating = [(check, measure[check]) for check in checks.REGISTRY if check.gates_test]
+    return run_checks(pins, gating, checks.TEST, prepared)
+
+
+def _tee(cmd: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run `cmd` in this repository, printing its output as it comes; return
+    its exit status and output."""
+    proc = subprocess.Popen(
+        cmd, cwd=LAYOUT.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    assert proc.stdout is not None
+    lines = []
+    for raw in proc.stdout:
+        line = raw.decode(errors="replace")
+        print(line, end="", flush=True)
+        lines.append(line)
+    return proc.wait(), "".join(lines)
+
+
+def _pytest(venv: Path, *args: str) -> Measured:
+    """This repository's own tests, in the fork's venv (pytest, vLLM for fuzz)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp, "junit.xml")
+        cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+        code, output = _tee([*cmd, f"--junitxml={junit}"], test_env(LAYOUT.hf_home))
+        counts = parse_junit(LAYOUT.root, junit).counts() if junit.exists() else {}
+    shown = shlex.join(["python", *cmd[1:]])
+    tail = "\n".join(output.strip().splitlines()[-15:])
+    return Measured(code == 0, dict(counts), {"output": f"$ {shown}\n{tail}"})
+
+
+def _fuzz_catches_base(venv: Path) -> Measured:
+    """The fuzz's invariants, with the pristine base as the candidate, must fail."""
+    cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", "fuzz", "-s"]
+    env = {**test_env(LAYOUT.hf_home), "FUZZ_AGAINST": "base"}
+    run = subprocess.run(cmd, cwd=LAYOUT.root, env=env, capture_output=True, text=True)
+    shrunk = [line for line in run.stdout.splitlines() if "_violated" in line]
+    print("\n".join(shrunk) or run.stdout[-3000:])
+    ok = run.returncode != 0 and any("agree" in line for line in shrunk)
+    shown = shlex.join(["FUZZ_AGAINST=base", "python", *cmd[1:]])
+    output = "\n".join(shrunk) or run.stdout[-3000:]
+    return Measured(ok, {"violations": len(shrunk)}, {"base": f"$ {shown}\n{output}"})
+
+
+def _ci_impact(venv: Path) -> Measured:
+    """The report reads Buildkite YAML, so it runs in the venv (PyYAML)."""
+    cmd = [python(venv), "-m", "forktool.ci_impact", "--fork", str(LAYOUT.fork)]
+    run = subprocess.run(cmd, cwd=LAYOUT.root, capture_output=True, text=True)
+    print(run.stdout + run.stderr, end="")
+    shown = "python -m forktool.ci_impact --fork build/vllm"
+    return Measured(run.returncode == 0, data={"report": run.stdout, "command": shown})
+
+
+COMMAND = Command(
+    "test",
+    "everything setup does, plus every check CI runs",
+    "Everything setup does (the venv's self-check first), then the tool's "
+    "tests, the GPU-only tests "
+    "(collected, skipped here), vLLM's CI checkers and pre-commit, the CI "
+    "impact report, the out-of-tree override checks, the planner fuzz, and "
+    "vLLM's CPU selection on the fork (the pristine base runs only what does "
+    "not pass there); prints a summary with each phase's time. Refuses what "
+    "sync refuses. Writes what setup writes, and one result per check in "
+    "build/results/ (what `pr` renders).",
+    run,
+)

@@ -1,0 +1,248 @@
+"""The fork tree: made from the pristine base and `git am -3` of each patch.
+
+The fork is a git repository whose first commit is the pristine sdist
+(tagged `base`) and whose following commits are the series, one per patch.
+Patches travel as `git format-patch` output. The tool's identity (pins.toml's
+fork author) is used only for the commits the tool makes; people's commits in
+the fork carry their own git identity. The tool's worktrees of the fork share
+its build outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+from enum import Enum
+from pathlib import Path
+
+from forktool.errors import ForkToolError
+from forktool.git import BASE_TAG, ISOLATED, SERIES, git, identity
+from forktool.series import PatchInfo, describe
+
+# A fixed date for the base commit, and committer dates taken from the
+# patches' author dates: the same base and series give the same commit ids.
+BASE_DATE = "2000-01-01T00:00:00+00:00"
+
+FORMAT_PATCH = [
+    "format-patch",
+    "--no-signature",  # no trailing git version
+    "--zero-commit",  # commit ids change whenever the fork is rebuilt
+    "--no-numbered",  # "[PATCH]": adding a patch leaves the others unchanged
+    "--full-index",  # abbreviated ids grow with the repository
+    "--stat=80",
+]
+
+
+def _extract(sdist: Path, dest: Path) -> None:
+    """Unpack the sdist's single top-level directory into `dest`."""
+    with tarfile.open(sdist) as tar:
+        tops = {Path(m.name).parts[0] for m in tar.getmembers()}
+        if len(tops) != 1:
+            raise ForkToolError(f"{sdist} has {len(tops)} top-level entries, not one")
+        with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+            # The "data" filter refuses unsafe paths and drops the archive's
+            # owners, so the tree belongs to us and git trusts it.
+            tar.extractall(tmp, filter="data")
+            os.replace(Path(tmp, tops.pop()), dest)
+
+
+def create_base(
+    sdist: Path, fork: Path, author: str, message: str, generated: tuple[str, ...]
+) -> None:
+    """Make `fork` a repository whose only commit is the unpacked sdist.
+
+    `generated` names sdist paths that builds rewrite; they stay untracked
+    (and ignored) so that installing the fork leaves its tree clean.
+    """
+    fork.parent.mkdir(parents=True, exist_ok=True)
+    partial = fork.with_name(f".{fork.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        _extract(sdist, partial)
+        # No user.name/user.email here: people commit in the fork as themselves.
+        git(partial, "init", "-q", "--initial-branch=main")
+        # Every source file, also those the sdist's .gitignore matches.
+        git(partial, "add", "-A", "--force")
+        git(partial, "rm", "-r", "-q", "--cached", "--ignore-unmatch", *generated)
+        exclude = partial / ".git" / "info" / "exclude"
+        exclude.write_text("".join(f"/{path}\n" for path in generated))
+        dated = {"GIT_AUTHOR_DATE": BASE_DATE, "GIT_COMMITTER_DATE": BASE_DATE}
+        git(partial, "commit", "-q", "-m", message, env={**identity(author), **dated})
+        git(partial, "tag", BASE_TAG)
+        os.replace(partial, fork)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _failed_files(output: str) -> list[str]:
+    files = re.findall(r"^error: patch failed: (.+):\d+$", output, re.M)
+    files += re.findall(
+        r"^error: (.+): (?:does not exist in index|already exists in "
+        r"(?:index|working directory)|No such file or directory)$",
+        output,
+        re.M,
+    )
+    return sorted(set(files))
+
+
+def apply(
+    fork: Path, patches: list[Path], author: str, log: Path, first: int = 1
+) -> None:
+    """`git am -3` each patch; on failure leave the tree at the last good commit.
+
+    `first` is the number of `patches[0]` in the series, for the message;
+    git's own output goes only to `log`.
+    """
+    total = first - 1 + len(patches)
+    for number, patch in enumerate(patches, first):
+        result = git(
+            fork,
+            "am",
+            "-3",
+            "--keep-non-patch",  # keep "[Core]"-style subject tags
+            "--committer-date-is-author-date",
+            str(patch),
+            env=identity(author),
+            check=False,
+        )
+        if result.returncode == 0:
+            continue
+        output = result.stdout + result.stderr
+        unmerged = git(fork, "diff", "--name-only", "--diff-filter=U").stdout.split()
+        git(fork, "am", "--abort", check=False)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"$ git -C {fork} am -3 {patch}\n{output}")
+        numstat = git(fork, "apply", "--numstat", str(patch), check=False).stdout
+        files = [line.split("\t", 2)[2] for line in numstat.splitlines()]
+        conflicting = sorted(set(unmerged) | set(_failed_files(output)))
+        raise ForkToolError(
+            f"patch {number} of {total} in the series does not apply: {patch.name}\n"
+            f"  its files: {', '.join(files) or '(none)'}\n"
+            f"  conflicting: {', '.join(conflicting) or '(see the log)'}\n"
+            f"{fork} is left clean at the last good commit, {head_subject(fork)} "
+            f"({number - 1} of {total} patches applied).\n"
+            "To port the patch by hand:\n"
+            f"  git -C {fork} am -3 --keep-non-patch {patch}\n"
+            f"  # resolve the conflicts, `git -C {fork} add` the files, then\n"
+            f"  git -C {fork} am --continue    # or `am --abort` to give up\n"
+            "  python3 -m forktool sync      # applies the rest of the series\n"
+            "  python3 -m forktool export    # saves the ported patch in patches/\n"
+            f"git's output: {log}"
+        )
+
+
+def head_subject(fork: Path) -> str:
+    return git(fork, "log", "-1", "--format=%h %s").stdout.strip()
+
+
+def format_patches(fork: Path, out: Path) -> list[Path]:
+    """Write the fork's commits since `base` as normalised patch files."""
+    result = git(fork, *FORMAT_PATCH, "-o", str(out), SERIES, env=ISOLATED)
+    return [Path(line) for line in result.stdout.splitlines()]
+
+
+def fork_patches(fork: Path) -> list[PatchInfo]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return [describe(path) for path in format_patches(fork, Path(tmp))]
+
+
+class Operation(Enum):
+    """A git operation stopped in the fork: what, how to finish, how to abort."""
+
+    INTERACTIVE_REBASE = (
+        "an interactive rebase (`git rebase -i`)",
+        "rebase --continue",
+        "rebase --abort",
+    )
+    REBASE = "a rebase", "rebase --continue", "rebase --abort"
+    AM = "a `git am`", "am --continue", "am --abort"
+    REVERT = "a `git revert`", "revert --continue", "revert --abort"
+    CHERRY_PICK = "a `git cherry-pick`", "cherry-pick --continue", "cherry-pick --abort"
+    MERGE = "a merge", "commit", "merge --abort"
+    BISECT = "a `git bisect`", "bisect reset", "bisect reset"
+
+    def __init__(self, what: str, finish: str, abort: str) -> None:
+        self.what, self.finish, self.abort = what, finish, abort
+
+    @classmethod
+    def stopped_in(cls, fork: Path) -> Operation | None:
+        gitdir = fork / ".git"
+        if (gitdir / "rebase-merge").exists():
+            interactive = (gitdir / "rebase-merge" / "interactive").exists()
+            return cls.INTERACTIVE_REBASE if interactive else cls.REBASE
+        if (gitdir / "rebase-apply" / "applying").exists():
+            return cls.AM
+        if (gitdir / "rebase-apply").exists():
+            return cls.REBASE
+        sequence = gitdir / "sequencer" / "todo"
+        todo = sequence.read_text().split(maxsplit=1) if sequence.exists() else []
+        if (gitdir / "REVERT_HEAD").exists() or todo[:1] == ["revert"]:
+            return cls.REVERT
+        if (gitdir / "CHERRY_PICK_HEAD").exists() or (gitdir / "sequencer").exists():
+            return cls.CHERRY_PICK
+        if (gitdir / "MERGE_HEAD").exists():
+            return cls.MERGE
+        if (gitdir / "BISECT_LOG").exists():
+            return cls.BISECT
+        return None
+
+
+def ensure_safe(fork: Path, command: str) -> None:
+    """Refuse to touch a fork holding uncommitted work or a stopped git operation."""
+    operation = Operation.stopped_in(fork)
+    if operation:
+        raise ForkToolError(
+            f"{fork} is in the middle of {operation.what}; `{command}` would see "
+            "only part of the fork's patches, so it changed nothing.\n"
+            f"Finish it: resolve any conflicts, `git -C {fork} add` the files, "
+            f"then `git -C {fork} {operation.finish}`;\nor give it up, back to "
+            f"where it started: `git -C {fork} {operation.abort}`.\n"
+            f"Then run `python3 -m forktool {command}` again."
+        )
+    status = git(fork, "status", "--porcelain").stdout
+    if status:
+        raise ForkToolError(
+            f"{fork} has uncommitted changes; commit them in the fork and run "
+            "`python3 -m forktool export`, or stash them, before this command:\n"
+            + status.rstrip()
+        )
+
+
+def worktree(fork: Path, path: Path, commit: str) -> Path:
+    """A tool-owned detached checkout of `commit` sharing the fork's build outputs.
+
+    Tests import vllm from the checkout, so it gets links to what installing
+    the fork generated there (compiled extensions, vllm/_version.py).
+    """
+    fork, path = fork.resolve(), path.resolve()  # git -C would resolve from fork
+    if (path / ".git").exists():
+        git(path, "reset", "-q", "--hard")
+        git(path, "clean", "-fdq")
+        git(path, "checkout", "-q", "--detach", commit)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+        git(fork, "worktree", "prune")
+        git(fork, "worktree", "add", "-q", "--detach", str(path), commit)
+    built = git(fork, "ls-files", "--others", "--ignored", "--exclude-standard", "vllm")
+    for name in built.stdout.splitlines():
+        link = path / name
+        if "__pycache__" not in name and not os.path.lexists(link):
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(fork / name)
+    return path
+
+
+def series_tests_on_base(fork: Path, path: Path, author: str) -> Path:
+    """The pristine base's code with the series' test files, committed."""
+    worktree(fork, path, BASE_TAG)
+    changed = git(
+        fork, "diff", "--name-only", "--diff-filter=AM", SERIES, "--", "tests"
+    ).stdout.split()
+    if changed:
+        head = git(fork, "rev-parse", "HEAD").stdout.strip()
+        git(path, "checkout", "-q", head, "--", *changed)
+        git(path, "commit", "-q", "-m", "The series' tests", env=identity(author))
+    return path

@@ -1,0 +1,73 @@
+"""Every git command the tool runs goes through `git` here.
+
+FORKTOOL_TRACE_GIT=1 prints each of them to stderr before it runs. The
+tool's own commits carry `identity(author)`; commands whose output must not
+depend on anybody's git configuration run with `ISOLATED`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from email.utils import parseaddr
+from pathlib import Path
+from typing import Any
+
+from forktool.errors import ForkToolError
+
+BASE_TAG = "base"
+"""The tag on the fork's first commit, the pristine base."""
+SERIES = f"{BASE_TAG}..HEAD"
+"""The fork's commits: one per patch of the series."""
+
+# No global or system config (format.signature, diff.noprefix, core.abbrev,
+# ...): what the tool writes is the same on every machine.
+ISOLATED = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def git(
+    repo: Path | None,
+    *args: str,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    input: str | bytes | None = None,
+    binary: bool = False,
+) -> subprocess.CompletedProcess[Any]:
+    """`git -C repo args` (just `git args` without a repository), captured.
+
+    `env` is added to the environment; `binary` keeps input and output bytes.
+    """
+    cmd = ["git", *(["-C", str(repo)] if repo is not None else []), *args]
+    if os.environ.get("FORKTOOL_TRACE_GIT"):
+        shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+        print(f"+ {shown}{' ' if shown else ''}{shlex.join(cmd)}", file=sys.stderr)
+    result = subprocess.run(
+        cmd,
+        input=input,
+        capture_output=True,
+        text=not binary,
+        env={**os.environ, **(env or {})},
+    )
+    if check and result.returncode != 0:
+        where = f" in {repo}" if repo is not None else ""
+        stderr = result.stderr.decode() if binary else result.stderr
+        raise ForkToolError(f"git {' '.join(args)} failed{where}:\n{stderr.strip()}")
+    return result
+
+
+def identity(author: str) -> dict[str, str]:
+    """The environment that makes `author` the author and committer."""
+    name, email = parseaddr(author)
+    return {
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+    }
+
+
+def series_commits(repo: Path, head: str = "HEAD") -> list[str]:
+    """The commits of `base..head`, oldest first."""
+    return git(repo, "rev-list", "--reverse", f"{BASE_TAG}..{head}").stdout.split()

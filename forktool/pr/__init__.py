@@ -1,0 +1,138 @@
+"""python3 -m forktool pr: the upstream pull request kit, in build/pr/.
+
+    title.txt          the PR's title
+    description.md     vLLM's .github/PULL_REQUEST_TEMPLATE.md from the fork tree,
+                       filled with the prose of pr/description.toml and the
+                       numbers of build/results/ (written by `setup` and `test`)
+    series/            git format-patch --cover-letter base..HEAD; the cover
+                       letter's body is the description as plain text
+    apply-to-vllm.sh   run in a clone of vllm-project/vllm: checks that every
+                       file the series touches is at the base's blob there,
+                       then `git am -3` on a new branch
+
+Numbers come only from results measured on the fork's current tree; a
+missing or stale result stops the command before it writes anything.
+Loading the inputs is here; `sections` and `description` render, `kit`
+writes, `lint` checks the description.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable
+from email.utils import parseaddr
+from pathlib import Path
+from typing import Any
+
+from forktool import results
+from forktool.checks import REGISTRY, SETUP, TEST
+from forktool.errors import ForkToolError
+from forktool.git import SERIES, git
+from forktool.pr.description import TEMPLATE, Facts, render
+from forktool.pr.kit import resign, write_kit
+from forktool.pr.sections import NOT_MEASURED, Found
+
+RENDERED = tuple(check for check in REGISTRY if check.in_pr)
+# The results the description needs, and the command that refreshes each.
+REQUIRED = {check.name: check.command for check in RENDERED if check.gates_test}
+
+
+def load_results(store: Path, tree: str, allow_partial: bool) -> Found:
+    """Each check's result for `tree`; None where it is missing or stale.
+
+    Without `allow_partial`, a missing or stale required result is an error
+    that names it and the command that refreshes it.
+    """
+    found: Found = {}
+    problems = []
+    for check in RENDERED:
+        result = results.read(store, check.name)
+        why = results.problem(result, check, tree)
+        if why and check.name in REQUIRED:
+            problems.append(why)
+        found[check] = None if why else result
+    if problems and not allow_partial:
+        raise ForkToolError(
+            f"the PR kit needs results measured on the fork's current tree "
+            f"({tree[:12]}); nothing was written:\n  "
+            + "\n  ".join(problems)
+            + "\n(`pr --allow-partial` renders anyway, each missing part marked "
+            f'"{NOT_MEASURED}")'
+        )
+    return found
+
+
+def load_prose(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ForkToolError(f"cannot read the PR prose {path}: {e}") from e
+
+
+def review_runners(review: Path) -> str:
+    """The "Runners assessed" section of REVIEW.md, if it has one."""
+    if not review.exists():
+        return ""
+    found = re.search(
+        r"^#+ [^\n]*[Rr]unners[^\n]*\n(.*?)(?=^#+ |\Z)",
+        review.read_text(),
+        re.M | re.S,
+    )
+    return found[1].strip() if found else ""
+
+
+def make_kit(
+    fork: Path,
+    store: Path,
+    out: Path,
+    prose_file: Path,
+    review: Path,
+    version: str,
+    neutral: str,
+    signer: str | None,
+    allow_partial: bool,
+    lint: Callable[[Path, str], None],
+) -> str:
+    """Render, lint, then write build/pr/; any error before that writes nothing."""
+    if not (fork / ".git").exists():
+        raise ForkToolError(
+            f"no fork tree at {fork} and so no results to render; run "
+            f"`{SETUP}` and `{TEST}` first. "
+            "Nothing was written."
+        )
+    name, email = parseaddr(signer or "")
+    if signer is not None and not (name and "@" in email):
+        raise ForkToolError(f'--signoff takes "Name <email>", not {signer!r}')
+    tree = results.fork_tree(fork)
+    found = load_results(store, tree, allow_partial)
+    prose = load_prose(prose_file)
+    subjects = git(fork, "log", "--reverse", "--format=%s", SERIES)
+    facts = Facts(
+        tree,
+        version,
+        subjects.stdout.splitlines(),
+        signer,
+        neutral,
+        review_runners(review),
+    )
+    template = git(fork, "show", f"HEAD:{TEMPLATE}").stdout
+    description = render(template, prose, found, facts)
+    lint(fork, description)
+    head = resign(fork, signer, neutral, prose["ai_trailer"]) if signer else "HEAD"
+    write_kit(
+        fork,
+        out,
+        description,
+        prose["title"],
+        version,
+        head,
+        signer or neutral,
+        f"v{version}",
+        prose["branch"],
+    )
+    missing = sorted(check.name for check, got in found.items() if got is None)
+    return f"wrote {out}" + (
+        f" ({NOT_MEASURED}: {', '.join(missing)})" if missing else ""
+    )

@@ -1,0 +1,67 @@
+"""The description checked with vLLM's markdownlint settings."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from forktool import precommit
+from forktool.errors import ForkToolError
+from forktool.git import git
+
+
+def markdownlint(fork: Path, description: str) -> None:
+    """vLLM's markdownlint-cli2 hook, from the fork's pre-commit config, run
+    offline through pre-commit as forktool.precommit runs it, on the description.
+
+    The template opens with `<!-- markdownlint-disable -->`; the check lints
+    the sections this command fills in, with only MD041 (the template's
+    headings are level 2) disabled instead, and leaves out the checklist
+    footer, which is the template's own text.
+    """
+
+    bin_dir = precommit.ensure_precommit(precommit.precommit_requirement(fork))
+    config_path = fork / precommit.CONFIG
+    config = precommit.substitute(
+        precommit.load_yaml(bin_dir, config_path), config_path.read_text()
+    )
+    hooks = [
+        {**hook, "args": [a for a in hook.get("args", []) if a != "--fix"]}
+        for repo in config["repos"]
+        for hook in repo["hooks"]
+        if hook["id"] == "markdownlint-cli2"
+    ]
+    if len(hooks) != 1:
+        raise ForkToolError(f"{config_path} has {len(hooks)} markdownlint-cli2 hooks")
+    text = description.replace(
+        "<!-- markdownlint-disable -->", "<!-- markdownlint-disable MD041 -->", 1
+    )
+    # The checklist after the template's last `---` is upstream's own text.
+    if "\n---\n" in text:
+        text = text[: text.rfind("\n---\n")].rstrip() + "\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp, "lint")
+        repo.mkdir()
+        args = hooks[0]["args"]
+        for i, arg in enumerate(args[:-1]):  # the lint settings the hook names
+            if arg == "--config":
+                dest = repo / args[i + 1]
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(fork / args[i + 1], dest)
+        (repo / "description.md").write_text(text)
+        git(repo, "init", "-q")
+        git(repo, "add", "-A")
+        config_file = Path(tmp, "config.json")
+        config_file.write_text(
+            json.dumps({"repos": [{"repo": "local", "hooks": hooks}]})
+        )
+        pre_commit = precommit.PreCommit(bin_dir, repo, config_file, Path(tmp, "log"))
+        output = pre_commit.run("--files", "description.md")
+        (outcome,) = precommit.parse_run(output, hooks)
+    if outcome.status != "PASS":
+        raise ForkToolError(
+            f"the description fails vLLM's markdownlint; nothing was written:\n"
+            f"{outcome.detail}"
+        )

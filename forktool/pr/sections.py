@@ -1,0 +1,307 @@
+"""The Validation section's tables and blocks, each from the results of its checks.
+
+A renderer gets None for a check without a result for this tree and says
+"not measured" there.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections import Counter
+from typing import Any
+
+from forktool import checks
+from forktool.checks import Check
+from forktool.results import CheckResult
+
+NOT_MEASURED = "not measured"
+OUTCOMES = ("passed", "failed", "error", "skipped")
+HOOK_STATUS = {"PASS": "passed", "FAIL": "failed", "SKIPPED": "skipped"}
+
+Found = dict[Check, CheckResult | None]
+"""Each check the description renders -> its result for this tree, or None."""
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    parts = [f"{counts[o]} {o}" for o in OUTCOMES if counts.get(o)]
+    return ", ".join(parts) or "nothing ran"
+
+
+def fence(text: str) -> str:
+    """`text` as a code block whose fence no line of it can close."""
+    ticks = "`" * max([3, *(len(m) + 1 for m in re.findall(r"`{3,}", text))])
+    return f"{ticks}text\n{text.rstrip()}\n{ticks}"
+
+
+def spaced_tables(markdown: str) -> str:
+    """Table delimiter rows as `| --- |`, the style vLLM's markdownlint wants."""
+    return re.sub(
+        r"^\|(?:-+\|)+$",
+        lambda m: "|" + " --- |" * m[0].count("-|"),
+        markdown,
+        flags=re.M,
+    )
+
+
+def collapsed(summary: str, body: str) -> str:
+    return f"<details>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>"
+
+
+def _summary_lines(excerpt: str) -> str:
+    """The command, pytest's FAILED/ERROR lines and its final tally."""
+    lines = excerpt.splitlines()
+    keep = [lines[0]] if lines else []
+    keep += [line for line in lines[1:] if line.startswith(("FAILED ", "ERROR "))]
+    if len(lines) > 1:
+        keep.append(lines[-1])
+    return "\n".join(keep)
+
+
+def matrix_rows(matrix: CheckResult | None) -> tuple[list[str], str]:
+    """Table rows for the regression tests, and the evidence below the table."""
+    if matrix is None:
+        return [
+            f"| Regression tests of the series | {NOT_MEASURED} | {NOT_MEASURED} |"
+        ], ""
+    columns = matrix.data["columns"]
+    head = max(c for c in columns if c != "base+tests")
+    rows = []
+    for what, fork_checks in (
+        ("Regression tests of the series (its test files on the base's code)", False),
+        ("The fork's own deeper checks (not in the PR; run the same way)", True),
+    ):
+        base = _column_counts(columns["base+tests"], fork_checks)
+        if base:
+            rows.append(
+                f"| {what} | {counts_text(base)} | "
+                f"{counts_text(_column_counts(columns[head], fork_checks))} |"
+            )
+    rows.append(
+        "| Both, at each patch (bisectable) | — | "
+        + "; ".join(
+            f"{c}: {counts_text(_column_counts(columns[c]))}"
+            for c in sorted(columns)
+            if c != "base+tests"
+        )
+        + " |"
+    )
+    parts = ["### The failure before the fix, and the fix\n"]
+    for side, title in (
+        ("base", "On the base's code, with the series' test files"),
+        ("series", "On the series"),
+    ):
+        text = matrix.excerpts.get(side)
+        if not text:
+            parts.append(f"{title}: {NOT_MEASURED}.\n")
+            continue
+        summary = _summary_lines(text)
+        parts += [f"{title}:\n", fence(summary) + "\n"]
+        if summary != text:
+            parts.append(collapsed("Full output", fence(text)) + "\n")
+    parts.append(
+        collapsed(
+            "Regression matrix: each test on the base and at each patch",
+            fence(matrix.data["table"]),
+        )
+        + "\n"
+    )
+    return rows, "\n".join(parts)
+
+
+def _column_counts(
+    column: dict[str, Any], fork_checks: bool | None = None
+) -> dict[str, int]:
+    """Outcome counts of a matrix column: all tests, or (`fork_checks`) only
+    those of this repository's checks/, or (not `fork_checks`) only the series'."""
+    counts: dict[str, int] = {}
+    for test, outcome in column["outcomes"].items():
+        if fork_checks is None or test.startswith("checks/") == fork_checks:
+            counts[outcome] = counts.get(outcome, 0) + 1
+    return counts
+
+
+def suite_rows(suite: CheckResult | None) -> list[str]:
+    if suite is None:
+        return [
+            f"| vLLM's CPU tests for the touched code | {NOT_MEASURED} | "
+            f"{NOT_MEASURED} |"
+        ]
+    return [
+        f"| vLLM's CPU job `pytest {' '.join(run['args'])}` | "
+        f"{base_cell(run['base'])} | {counts_text(run['fork']['counts'])} "
+        f"({len(run['added'])} added by the series, {len(run['lost'])} lost) |"
+        for run in suite.data["runs"].values()
+    ]
+
+
+def base_cell(base: dict[str, Any]) -> str:
+    """The base runs only what does not pass on the fork; say what ran."""
+    collected = f"{base['collected']} collected"
+    if not base["rerun"]:
+        return f"{collected}; not run, as every test passes on the fork"
+    return f"{collected}; the {base['rerun']} not passing on the fork: " + counts_text(
+        base["counts"]
+    )
+
+
+def outcome_text(outcomes: dict[str, str]) -> str:
+    counts = Counter(outcomes.values())
+    return ", ".join(f"{counts[o]} {o}" for o in OUTCOMES if counts[o])
+
+
+def other_rows(found: Found) -> list[str]:
+    rows = []
+    fuzz, caught = found[checks.PLANNER_FUZZ], found[checks.FUZZ_CATCHES_BASE]
+    rows.append(
+        "| Differential planner fuzz (Hypothesis), invariants of the fix | "
+        + (
+            f"{caught.counts.get('violations', 0)} invariant violations "
+            f"({'found' if caught.ok else 'NOT found'})"
+            if caught
+            else NOT_MEASURED
+        )
+        + " | "
+        + (counts_text(fuzz.counts) if fuzz else NOT_MEASURED)
+        + " |"
+    )
+    hooks = found[checks.PRE_COMMIT]
+    rows.append(
+        "| vLLM pre-commit on the files the series changes | — | "
+        + (
+            ", ".join(
+                f"{hooks.counts[s]} {word}"
+                for s, word in HOOK_STATUS.items()
+                if hooks.counts.get(s)
+            )
+            if hooks
+            else NOT_MEASURED
+        )
+        + " |"
+    )
+    overrides = found[checks.OVERRIDES]
+    rows.append(
+        "| Out-of-tree overrides of `needs_kv_cache_zeroing` (replace, wrap "
+        "`fget`, `__dict__` lookup) | "
+        + " | ".join(
+            outcome_text(overrides.data[tree]) if overrides else NOT_MEASURED
+            for tree in ("base", "fork")
+        )
+        + " |"
+    )
+    checkers = found[checks.CI_CHECKERS]
+    rows.append(
+        "| vLLM's CI checkers (test tethering, step keys) | — | "
+        + (
+            f"{checkers.counts.get('passed', 0)} passed, "
+            f"{checkers.counts.get('failed', 0)} failed"
+            if checkers
+            else NOT_MEASURED
+        )
+        + " |"
+    )
+    return rows
+
+
+def precommit_block(hooks: CheckResult | None) -> str:
+    if hooks is None:
+        return f"### Pre-commit\n\n{NOT_MEASURED}.\n"
+    rows = ["| Hook | Result |", "| --- | --- |"]
+    cannot_run = []
+    for hook, status, detail in hooks.data["hooks"]:
+        why = f": {detail}" if status == "SKIPPED" and detail else ""
+        rows.append(f"| `{hook}` | {HOOK_STATUS.get(status, status)}{why} |")
+        if status == "SKIPPED" and detail != "no files to check":
+            cannot_run.append(f"`{hook}`")
+    counts = ", ".join(
+        f"{hooks.counts[s]} {word}"
+        for s, word in HOOK_STATUS.items()
+        if hooks.counts.get(s)
+    )
+    messages = hooks.data["messages"]
+    bad = [m for m in messages if m[2] == "FAIL"]
+    return (
+        f"### Pre-commit\n\n{hooks.data['version']} with vLLM's "
+        "`.pre-commit-config.yaml`, each hook installed at the version it pins, on "
+        f"the {len(hooks.data['files'])} files the series adds or modifies: "
+        f"{counts or 'no hooks'}. Skipped because they cannot run on this machine "
+        f"(the reasons are in the table): {', '.join(cannot_run) or 'none'}; the "
+        "other skipped hooks had no files to check. The commit-msg hooks on the "
+        f"{len({m[0] for m in messages})} patch messages: "
+        f"{len(messages) - len(bad)} passed, {len(bad)} failed.\n\n"
+        + collapsed("Each hook", "\n".join(rows))
+        + "\n"
+    )
+
+
+def gpu_block(gpu: CheckResult | None, prose: dict[str, Any]) -> str:
+    lines = ["### GPU end-to-end test\n"]
+    if gpu is None:
+        lines.append(f"{NOT_MEASURED}.\n")
+    else:
+        outcomes = gpu.data["outcomes"]
+        tests = ", ".join(f"`{t.split('::', 1)[1]}`" for t in sorted(outcomes))
+        if outcomes and set(outcomes.values()) == {"passed"}:
+            lines.append(f"Passed ({len(outcomes)}): {tests}.\n")
+        elif not outcomes or set(outcomes.values()) != {"skipped"}:
+            lines.append(
+                f"{counts_text(gpu.counts)} ({tests}); no pass is claimed. "
+                f"Measured by `{gpu.command}` on {gpu.date}.\n"
+            )
+        else:
+            reasons = sorted({gpu.data["reasons"].get(t, "") for t in outcomes})
+            lines.append(
+                f"Not run on GPUs for this revision, so no pass is claimed. "
+                f"On the CPU machine it is collected and skipped "
+                f"({counts_text(gpu.counts)}: {tests}); skip reason: "
+                f"{'; '.join(r for r in reasons if r) or 'none given'}.\n"
+            )
+        args = shlex.join(gpu.data["args"])
+        lines += [
+            "To run it (two GPUs, model weights in the HF cache):\n",
+            fence(
+                "HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES=0,1 \\\n"
+                f"  python -m pytest {args} -v -s --tb=short"
+            )
+            + "\n",
+        ]
+    lines.append(prose["e2e_guards"].strip() + "\n")
+    return "\n".join(lines)
+
+
+def overrides_block(overrides: CheckResult | None) -> str:
+    if overrides is None:
+        return ""
+    return (
+        collapsed(
+            "Out-of-tree override checks, vLLM as released against this series",
+            fence(f"$ {overrides.command}\n{overrides.data['table']}"),
+        )
+        + "\n"
+    )
+
+
+def bench_block(bench: CheckResult | None, prose: dict[str, Any]) -> str:
+    lines = [
+        "### Performance of the trade-off\n",
+        prose["tradeoff_cost"].strip() + "\n",
+    ]
+    if bench is None:
+        lines.append(f"Benchmark: {NOT_MEASURED}; no performance claim is made.\n")
+        return "\n".join(lines)
+    lines.append(
+        f"Measured by `{bench.command}` on {bench.date} "
+        f"({'goals met' if bench.ok else 'goals NOT met'}):\n"
+    )
+    if "goals" in bench.excerpts:
+        lines.append(fence(bench.excerpts["goals"]) + "\n")
+    elif bench.counts:
+        lines.append(", ".join(f"{k}: {v}" for k, v in bench.counts.items()) + "\n")
+    for name, text in bench.excerpts.items():
+        if name != "goals":
+            lines.append(collapsed(name, fence(text)) + "\n")
+    return "\n".join(lines)
