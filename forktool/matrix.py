@@ -14,7 +14,7 @@ already has. The series may add passing tests but must not lose any.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from forktool.checks import GPU_ONLY
@@ -165,6 +165,8 @@ class Comparison:
     """Fail on the fork and on the base alike."""
     skipped: list[str]
     """Pass on the base, skipped on the fork."""
+    flaky: list[str] = field(default_factory=list)
+    """Failed on the fork, then passed when run there again."""
 
     @property
     def ok(self) -> bool:
@@ -176,6 +178,7 @@ class Comparison:
             ("fails on the fork, not on the base", self.new),
             ("fails on the fork and on the base (pre-existing)", self.pre_existing),
             ("passes on the base, skipped on the fork", self.skipped),
+            ("flaky: failed on the fork, passed there when run again", self.flaky),
         ]
         return [f"SUITE: {what}: {test}" for what, tests in kinds for test in tests]
 
@@ -188,10 +191,16 @@ def needs_base(on_fork: Result, base_ids: set[str]) -> list[str]:
 
 
 def compare(
-    fork_ids: set[str], base_ids: set[str], on_fork: Result, on_base: Result
+    fork_ids: set[str],
+    base_ids: set[str],
+    on_fork: Result,
+    on_base: Result,
+    again: Result | None = None,
 ) -> Comparison:
-    """Classify the fork's outcomes; `on_base` ran `needs_base`'s tests."""
-    failing = set(on_fork.with_outcome("failed", "error"))
+    """Classify the fork's outcomes; `on_base` ran `needs_base`'s tests and
+    `again` the fork's failures once more."""
+    flaky = set(again.with_outcome("passed")) if again else set()
+    failing = set(on_fork.with_outcome("failed", "error")) - flaky
     failing_on_base = failing & set(on_base.with_outcome("failed", "error"))
     skipped = set(on_fork.with_outcome("skipped")) & set(on_base.with_outcome("passed"))
     return Comparison(
@@ -200,6 +209,7 @@ def compare(
         new=sorted(failing - failing_on_base),
         pre_existing=sorted(failing_on_base),
         skipped=sorted(skipped),
+        flaky=sorted(flaky),
     )
 
 
@@ -254,11 +264,23 @@ def suite_vs_base(layout: Layout, runner: Runner, selection: Selection) -> Measu
         options = tuple(a for a in args if not a.startswith("tests/"))
         on_fork = _on_fork(fork, runner, name, options, collected)
         print(f"{name}: fork {on_fork.summary()}")
+        # A failure under load (a subprocess timeout) is judged only if it
+        # fails again on the fork.
+        failed = on_fork.with_outcome("failed", "error")
+        again = (
+            runner.run(fork, (*options, *failed), f"{name}-fork-again")
+            if failed
+            else None
+        )
+        if again is not None:
+            print(
+                f"{name}: fork, the {len(failed)} failed run again: {again.summary()}"
+            )
         rerun = needs_base(on_fork, base_ids)
         on_base = (
             runner.run(base, (*options, *rerun), f"{name}-base") if rerun else Result()
         )
-        comparison = compare(fork_ids, base_ids, on_fork, on_base)
+        comparison = compare(fork_ids, base_ids, on_fork, on_base, again)
         print(
             f"{name}: collected {len(fork_ids)} on the fork, {len(base_ids)} on the "
             f"base: {len(comparison.added)} only on the fork (added by the series), "
@@ -287,6 +309,7 @@ def suite_vs_base(layout: Layout, runner: Runner, selection: Selection) -> Measu
             "lost": comparison.lost,
             "new": comparison.new,
             "pre_existing": comparison.pre_existing,
+            "flaky": comparison.flaky,
         }
     print(f"upstream selection: {'ok' if ok else 'FAILED'}")
     return Measured(ok, data={"runs": runs})

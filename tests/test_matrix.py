@@ -68,6 +68,26 @@ def test_a_failure_the_base_did_not_report_is_new():
     assert not comparison.ok
 
 
+def test_a_failure_that_passes_when_run_again_on_the_fork_is_flaky_not_new():
+    """Under load a test hit its own subprocess timeout on the fork, then
+    passed on the base: judged only by a second run on the fork."""
+    on_fork = result(slow="failed", broken="failed")
+    again = result(slow="passed", broken="failed")
+    comparison = compare(
+        ids("slow", "broken"), ids("slow", "broken"), on_fork, result(), again
+    )
+    assert comparison.flaky == sorted(ids("slow"))
+    assert comparison.new == sorted(ids("broken"))
+    assert (
+        "SUITE: flaky: failed on the fork, passed there when run again: t.py::slow"
+        in comparison.report()
+    )
+    flaky_only = compare(
+        ids("slow"), ids("slow"), result(slow="failed"), result(), again
+    )
+    assert flaky_only.ok and not flaky_only.new
+
+
 def test_shards_deal_out_the_tests_in_turn_keeping_their_order():
     tests = ["a.py::t", "b.py::slow[1]", "b.py::slow[2]", "b.py::slow[3]", "c.py::t"]
     assert shards(tests, 2) == [
