@@ -74,7 +74,8 @@ def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
         (venv / COMPLETE).unlink(missing_ok=True)
         # Exactly the lock: what it lacks is removed, the fork's vllm too
         # (install_fork puts it back).
-        uv.run(tool, "pip", "sync", "-q", "--python", python(venv), str(lock_file))
+        sync = ["pip", "sync", "-q", "--require-hashes", "--python", python(venv)]
+        uv.run(tool, *sync, str(lock_file))
         (venv / COMPLETE).write_text(wanted + "\n")
     return venv
 
