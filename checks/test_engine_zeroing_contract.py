@@ -20,6 +20,7 @@ from concurrent.futures import Future
 
 import pytest
 import torch
+from executed_decision import zeroing_enabled
 from vllm import SamplingParams
 from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
@@ -83,7 +84,7 @@ class _Stage:
 
     def initialize_from_config(self, kv_cache_configs: list[KVCacheConfig]) -> None:
         config = pickle.loads(pickle.dumps(kv_cache_configs[self.rank]))
-        self.has_zeroer = config.needs_kv_cache_zeroing
+        self.has_zeroer = zeroing_enabled(config)
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
         return CompilationTimes(language_model=0.0, encoder=0.0)

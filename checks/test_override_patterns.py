@@ -1,24 +1,27 @@
 """Out-of-tree overrides of KVCacheConfig.needs_kv_cache_zeroing keep working.
 
 Public plugin code overrides the property in three ways; each is installed
-here as that code does it, by a plugin that must not let vLLM zero blocks in
-pools it owns (layers named "proxy.*") and otherwise keeps vLLM's answer:
+here as that code does it:
 
 - replace: ``KVCacheConfig.needs_kv_cache_zeroing = property(fn)``;
 - wrap-fget: wrap ``KVCacheConfig.needs_kv_cache_zeroing.fget``;
 - dict-lookup: find the property in ``KVCacheConfig.__dict__`` and patch it
   only if it is one (the plugin skips patching otherwise).
 
-Each must install without error, and what vLLM's consumers read (every
+Two plugins: one that must not let vLLM zero blocks in pools it owns
+(layers named "proxy.*") and otherwise keeps vLLM's answer (idempotent), and
+one that negates vLLM's answer (not idempotent: applied twice, it undoes
+itself). Each must install without error, and what vLLM executes (every
 worker's config from the planner, and the scheduler's projection) must be
-what the plugin's property returns, as on vLLM 0.33.0. Runs against the base
-and the fork: a pattern that breaks fails here, never silently.
+what the plugin's property returns on the workers' configs, applied once.
+Runs against the base and the fork: a pattern that breaks fails here.
 """
 
 from collections.abc import Callable
 
 import pytest
 import torch
+from executed_decision import zeroing_enabled
 from tests.v1.core.utils import get_kv_cache_configs, new_kv_cache_spec
 from vllm.config import ModelConfig, VllmConfig
 from vllm.v1.core.kv_cache_utils import generate_scheduler_kv_cache_config
@@ -26,6 +29,9 @@ from vllm.v1.kv_cache_interface import KVCacheConfig, KVQuantMode
 
 FP8 = new_kv_cache_spec(dtype=torch.uint8, kv_quant_mode=KVQuantMode.FP8_PER_TENSOR)
 BF16 = new_kv_cache_spec(dtype=torch.bfloat16)
+
+# A plugin's answer from the config and vLLM's own answer for it.
+Plugin = Callable[[KVCacheConfig, bool], bool]
 
 
 def _owned(config: KVCacheConfig) -> bool:
@@ -36,35 +42,41 @@ def _owned(config: KVCacheConfig) -> bool:
     )
 
 
-def _replace() -> bool:
+def keep_off_owned_pools(config: KVCacheConfig, vllm_answer: bool) -> bool:
+    return not _owned(config) and vllm_answer
+
+
+def negate(config: KVCacheConfig, vllm_answer: bool) -> bool:
+    return not vllm_answer
+
+
+def _replace(plugin: Plugin) -> bool:
     def needs_kv_cache_zeroing(self: KVCacheConfig) -> bool:
-        return not _owned(self) and (
-            self.has_mamba_layers or self.has_mixed_precision_kv_cache
-        )
+        return plugin(self, self.has_mamba_layers or self.has_mixed_precision_kv_cache)
 
     KVCacheConfig.needs_kv_cache_zeroing = property(needs_kv_cache_zeroing)
     return True
 
 
-def _wrap_fget() -> bool:
+def _wrap_fget(plugin: Plugin) -> bool:
     stock = KVCacheConfig.needs_kv_cache_zeroing.fget
     KVCacheConfig.needs_kv_cache_zeroing = property(
-        lambda self: not _owned(self) and stock(self)
+        lambda self: plugin(self, stock(self))
     )
     return True
 
 
-def _dict_lookup() -> bool:
+def _dict_lookup(plugin: Plugin) -> bool:
     prop = KVCacheConfig.__dict__.get("needs_kv_cache_zeroing")
     if not isinstance(prop, property):
         return False  # what the plugin does: skip patching
     KVCacheConfig.needs_kv_cache_zeroing = property(
-        lambda self: not _owned(self) and prop.fget(self)
+        lambda self: plugin(self, prop.fget(self))
     )
     return True
 
 
-PATTERNS: dict[str, Callable[[], bool]] = {
+PATTERNS: dict[str, Callable[[Plugin], bool]] = {
     "replace": _replace,
     "wrap-fget": _wrap_fget,
     "dict-lookup": _dict_lookup,
@@ -81,11 +93,12 @@ def restore_property():
         KVCacheConfig.needs_kv_cache_zeroing = saved
 
 
-def _plan(prefix: str) -> tuple[list[KVCacheConfig], KVCacheConfig]:
-    """Two PP stages, the BF16 layer of an FP8 cache on the first."""
+def _plan(
+    prefix: str, stages=((BF16, FP8), (FP8, FP8))
+) -> tuple[list[KVCacheConfig], KVCacheConfig]:
+    """PP stages (by default two, the BF16 layer of an FP8 cache on the first)."""
     vllm_config = VllmConfig(model_config=ModelConfig(max_model_len=16))
     vllm_config.cache_config.kv_cache_layout = "LBNHC"
-    stages = [[BF16, FP8], [FP8, FP8]]
     kv_cache_specs = [
         {f"{prefix}layer_{2 * stage + i}": s for i, s in enumerate(specs)}
         for stage, specs in enumerate(stages)
@@ -97,25 +110,46 @@ def _plan(prefix: str) -> tuple[list[KVCacheConfig], KVCacheConfig]:
 
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_override_pattern_installs_and_wins(restore_property, pattern):
-    """The plugin's answer is what every worker and the scheduler read."""
-    assert PATTERNS[pattern](), f"{pattern}: the plugin skipped installing"
+    """The plugin's answer is what every worker and the scheduler execute."""
+    assert PATTERNS[pattern](keep_off_owned_pools), f"{pattern}: skipped installing"
     workers, scheduler = _plan("proxy.")
-    assert [c.needs_kv_cache_zeroing for c in [*workers, scheduler]] == [False] * 3
+    assert [zeroing_enabled(c) for c in [*workers, scheduler]] == [False] * 3
 
 
 @pytest.mark.parametrize("pattern", ["wrap-fget", "dict-lookup"])
 def test_wrapped_property_keeps_the_resolved_decision(restore_property, pattern):
-    """A wrapper of vLLM's getter gets the decision resolved across workers."""
-    assert PATTERNS[pattern]()
+    """A wrapper of vLLM's getter takes part in the decision resolved across
+    workers, which every worker and the scheduler execute."""
+    assert PATTERNS[pattern](keep_off_owned_pools)
     workers, scheduler = _plan("model.")
-    assert [c.needs_kv_cache_zeroing for c in [*workers, scheduler]] == [True] * 3
+    assert [zeroing_enabled(c) for c in [*workers, scheduler]] == [True] * 3
 
 
-def test_replaced_property_that_disagrees_across_workers_fails_loudly(
+def test_replaced_property_that_disagrees_across_workers_is_resolved(
     restore_property,
 ):
-    """A replacement that ignores the resolved decision cannot be served under
-    PP when its workers disagree: startup fails with a message."""
-    assert PATTERNS["replace"]()
-    with pytest.raises(ValueError, match="needs_kv_cache_zeroing"):
-        _plan("model.")
+    """A replacement whose answer differs between PP workers is resolved like
+    vLLM's own derivation: every stage zeroes, since all are sent the ids."""
+    assert PATTERNS["replace"](keep_off_owned_pools)
+    workers, scheduler = _plan("model.")
+    assert [c.needs_kv_cache_zeroing for c in workers] == [True, False]
+    assert [zeroing_enabled(c) for c in [*workers, scheduler]] == [True] * 3
+
+
+@pytest.mark.parametrize(
+    "stages,answer",
+    [
+        pytest.param(((FP8, FP8), (FP8, FP8)), True, id="uniform"),
+        pytest.param(((FP8, BF16), (FP8, BF16)), False, id="mixed"),
+    ],
+)
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_non_idempotent_override_applies_once(
+    restore_property, pattern, stages, answer
+):
+    """What a negating plugin answers on each worker's config is what every
+    worker and the scheduler execute: vLLM never feeds it its own answer."""
+    assert PATTERNS[pattern](negate)
+    workers, scheduler = _plan("model.", stages)
+    assert [c.needs_kv_cache_zeroing for c in workers] == [answer] * 2
+    assert [zeroing_enabled(c) for c in [*workers, scheduler]] == [answer] * 3

@@ -30,4 +30,4 @@ def test_resolved_decision_survives_copies():
         replace(config, num_blocks=1),
         pickle.loads(pickle.dumps(config)),
     ):
-        assert copied.needs_kv_cache_zeroing
+        assert copied.kv_cache_zeroing_enabled

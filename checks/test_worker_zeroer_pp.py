@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 import vllm.v1.worker.gpu_worker as gpu_worker
+from executed_decision import zeroing_enabled
 from tests.v1.core.utils import get_kv_cache_configs, new_kv_cache_spec
 from vllm.config import CacheConfig, ModelConfig, VllmConfig
 from vllm.v1.core.kv_cache_utils import generate_scheduler_kv_cache_config
@@ -98,9 +99,9 @@ def test_every_stage_builds_a_zeroer_the_scheduler_relies_on(
     scheduler_output.new_block_ids_to_zero = [1, 2, 3]
     for kv_cache_config in kv_cache_configs:
         runner = _initialize_worker(monkeypatch, vllm_config, kv_cache_config)
-        if scheduler_config.needs_kv_cache_zeroing:
+        if zeroing_enabled(scheduler_config):
             # What the scheduler sends this stage; without a zeroer, MRV2
             # asserts here.
             GPUModelRunner.update_requests(runner, scheduler_output)
         assert (runner.kv_block_zeroer is not None) is expected
-    assert scheduler_config.needs_kv_cache_zeroing is expected
+    assert zeroing_enabled(scheduler_config) is expected

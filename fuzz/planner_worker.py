@@ -167,6 +167,14 @@ def canon(value: Any) -> Any:
     raise TypeError(f"cannot canonicalise {type(value).__name__}: {value!r}")
 
 
+def executed_decision(config: KVCacheConfig) -> bool:
+    """What vLLM's scheduler and workers read: the fork's
+    kv_cache_zeroing_enabled, or needs_kv_cache_zeroing on the base."""
+    if hasattr(type(config), "kv_cache_zeroing_enabled"):
+        return config.kv_cache_zeroing_enabled
+    return config.needs_kv_cache_zeroing
+
+
 def config_facts(config: KVCacheConfig) -> dict[str, Any]:
     """A config's canonical form, its derived facts and its zeroing decision."""
     clone = pickle.loads(pickle.dumps(config))
@@ -174,8 +182,8 @@ def config_facts(config: KVCacheConfig) -> dict[str, Any]:
         "config": canon(config),
         "has_mamba_layers": config.has_mamba_layers,
         "has_mixed_precision_kv_cache": config.has_mixed_precision_kv_cache,
-        "decision": config.needs_kv_cache_zeroing,
-        "pickled_decision": clone.needs_kv_cache_zeroing,
+        "decision": executed_decision(config),
+        "pickled_decision": executed_decision(clone),
         "pickled_config_equal": canon(clone) == canon(config),
     }
 
