@@ -262,7 +262,8 @@ def gpu_block(gpu: CheckResult | None, prose: dict[str, Any]) -> str:
             )
         args = shlex.join(gpu.data["args"])
         lines += [
-            "To run it (two GPUs, model weights in the HF cache):\n",
+            "To run it (two GPUs; the weights are dummy, only the model's config and "
+            "tokenizer must be in the HF cache):\n",
             fence(
                 "HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES=0,1 \\\n"
                 f"  python -m pytest {args} -v -s --tb=short"
