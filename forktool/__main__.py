@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.subcommand.run(Pins.load(), args)
     except ForkToolError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return e.status
 
 
 if __name__ == "__main__":
