@@ -278,6 +278,12 @@ class Operation(Enum):
 
 def ensure_safe(fork: Path, command: str) -> None:
     """Refuse to touch a fork holding uncommitted work or a stopped git operation."""
+    if am_marker(fork).exists() and command != "sync":
+        raise ForkToolError(
+            f"sync's own `git am` in {fork} was interrupted, so `{command}` changed "
+            "nothing. Run `python3 -m forktool sync`: it undoes the interrupted "
+            "`git am` and applies the rest of the series."
+        )
     operation = Operation.stopped_in(fork)
     if operation:
         raise ForkToolError(
