@@ -127,7 +127,7 @@ def linearise(fork: Path, merges: list[str], empty: list[str], command: str) -> 
     lines = [f"{command} changed nothing: {fork} holds commits no patch can hold:"]
     lines += [f"  merge {m}: its resolution would be in no patch" for m in merges]
     lines += [f"  empty {e}: it would be an empty patch file" for e in empty]
-    keep = "" if not empty else " --no-keep-empty"
+    keep = "" if not empty else " --no-keep-empty --force-rebase"
     lines += [
         "Make the fork one commit per patch (merged commits replayed one by one, "
         "empty ones dropped):",
