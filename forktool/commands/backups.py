@@ -32,8 +32,8 @@ COMMAND = Command(
     "List the backup/<time> branches in build/vllm, each with its date, its "
     "number of commits and those whose change the fork's HEAD lacks (by git "
     "patch-id). --prune deletes the backups whose commits are all in the "
-    "fork and keeps the others, which hold patches nowhere else. Writes: "
-    "branches of build/vllm only.",
+    "fork and keeps the others, which hold patches nowhere else: it refuses "
+    "to delete those. Writes: branches of build/vllm only.",
     run,
     options,
 )
