@@ -207,7 +207,9 @@ def _sync_same_base(fork, paths, standing, record, force, apply_from) -> str:
         local = standing.of(State.LOCAL)
         lacking = apply_from(kept, bool(local))
         text = f"applied {len(paths) - m} patches of the series to {fork}:"
-        text += "".join(f"\n  {p.name}: {_why(standing, p.name)}" for p in paths[m:])
+        text += "".join(
+            f"\n  {p.name}: applied; it was {_why(standing, p.name)}" for p in paths[m:]
+        )
         if local:
             text += f"\nkept {len(local)} changes of the fork, not exported yet:\n"
             text += "\n".join(i.line(advice=False) for i in local)
