@@ -539,3 +539,18 @@ def test_git_commands_are_traced(workspace, monkeypatch, capsys):
     traced = capsys.readouterr().err
     assert "+ " in traced and " am " not in traced
     assert "commit.gpgSign=false" in traced and "init -q --template=" in traced
+
+
+def test_a_conflict_exits_with_status_3_other_errors_with_1(monkeypatch):
+    from forktool.__main__ import main
+    from forktool.commands import COMMANDS, Command
+
+    def failing(error):
+        def run(pins, args):
+            raise error("stopped")
+
+        return Command("sync", "h", "d", run)
+
+    for error, status in ((ConflictError, 3), (ForkToolError, 1)):
+        monkeypatch.setitem(COMMANDS, "sync", failing(error))
+        assert main(["sync"]) == status
