@@ -32,6 +32,9 @@ VENV_SELF_CHECK = Check(
     "venv-self-check", "venv self-check", SETUP, in_pr=False, required=True
 )
 TOOL_TESTS = Check("tool-tests", "tool tests", TEST, in_pr=False)
+EXPORT_CHECK = Check(
+    "export-check", "patches/ as export writes them", TEST, in_pr=False
+)
 REGRESSION_MATRIX = Check("regression-matrix", "regression matrix", SETUP)
 GPU_ONLY = Check("gpu-only", "GPU-only tests collected, skipped here", TEST)
 CI_CHECKERS = Check("ci-checkers", "vLLM CI checkers", TEST)
@@ -55,6 +58,7 @@ BENCH_QUICK = Check(
 REGISTRY = (
     VENV_SELF_CHECK,
     TOOL_TESTS,
+    EXPORT_CHECK,
     REGRESSION_MATRIX,
     GPU_ONLY,
     CI_CHECKERS,

@@ -1,39 +1,39 @@
-"""sync and export: the fork and the series brought together, patch by patch.
+"""sync: the series brought into the fork, patch by patch.
 
-`sync` brings the series into the fork (forktool.forktree makes and rebuilds
-it), `export` writes the fork's commits back to patches/; both refuse, by
-where the fork stands (forktool.standing), whatever would drop work.
+forktool.forktree makes and rebuilds the fork; `sync` refuses, by where the
+fork stands (forktool.standing), whatever would drop work. Its counterpart,
+forktool.export, writes the fork back to patches/.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import parseaddr
 from pathlib import Path
 
-from forktool.errors import ForkToolError
+from forktool import port
+from forktool.advice import SYNCED, linearise, refusal
+from forktool.errors import ConflictError, ForkToolError
 from forktool.forktree import (
     apply,
     create_base,
     ensure_safe,
     fork_patches,
-    format_patches,
+    recover,
 )
-from forktool.git import BASE_TAG, SERIES, git, series_commits
-from forktool.series import PatchInfo, describe, read_series, write_series
+from forktool.git import BASE_TAG, git
+from forktool.series import PatchInfo, describe, read_series
 from forktool.standing import (
     Entry,
-    Refusal,
     Standing,
     State,
     compare,
     load_record,
     save_record,
 )
+from forktool.verify import unexportable
 
 
 def _backup(fork: Path) -> str:
@@ -53,26 +53,42 @@ def _apply_series(
     kept: list[Entry],
     author: str,
     log: Path,
-) -> None:
-    """Apply the series after its first len(kept) patches; record what it did."""
-    m = len(kept)
+    selection: Path | None,
+    local: bool,
+) -> str:
+    """Apply the series after its first len(kept) patches; record what it did
+    (`local`: `kept` holds changes not exported yet). Returns a note on the
+    paths the series names that the fork lacks, if any."""
+    m, done = len(kept), False
     try:
         apply(fork, paths[m:], author, log, first=m + 1)
+        done = True
     finally:
         have = fork_patches(fork)
-        save_record(
-            fork,
-            kept
-            + [
-                Entry(s.subject, s.fingerprint, have[i].fingerprint)
-                if i < len(have)
-                else Entry(s.subject, s.fingerprint, None)
-                for i, s in enumerate(series[m:], m)
-            ],
-        )
+        entries = kept + [
+            Entry(s.subject, s.fingerprint, have[i].fingerprint)
+            if i < len(have)
+            else Entry(s.subject, s.fingerprint, None)
+            for i, s in enumerate(series[m:], m)
+        ]
+        save(fork, entries, agreed=done and not local)
+    lacking = port.missing(fork, paths, selection)
+    if not lacking:
+        return ""
+    return (
+        f"\n{len(lacking)} paths named for the fork are not in it (port them, or "
+        "drop them where they are named):\n" + "\n".join(lacking)
+    )
 
 
-def _record(fork: Path, have: list[PatchInfo], patches_dir: Path) -> list[Entry]:
+def save(fork: Path, entries: list[Entry], agreed: bool) -> None:
+    """Record the series; `agreed`: the fork is the series, patch by patch."""
+    save_record(fork, entries)
+    if agreed:
+        git(fork, "update-ref", SYNCED, "HEAD")
+
+
+def known_record(fork: Path, have: list[PatchInfo], patches_dir: Path) -> list[Entry]:
     """The fork's record; for a fork made before records existed, the fork's
     patches that this repository ever committed count as synced from it."""
     record = load_record(fork)
@@ -131,22 +147,31 @@ def sync(
     generated: tuple[str, ...] = (),
     force: bool = False,
     log: Path | None = None,
+    selection: Path | None = None,
 ) -> str:
-    """Bring `fork` to base + series without ever dropping work; say what was done."""
+    """Bring `fork` to base + series without ever dropping work; say what was
+    done. `selection` (upstream-tests.toml) names paths the fork must have."""
     log = log or fork.parent / "logs" / "sync-git-am.log"
     paths = read_series(patches_dir)
     series = [describe(path) for path in paths]
+    apply_from = lambda kept, local=False: _apply_series(  # noqa: E731
+        fork, paths, series, kept, author, log, selection, local
+    )
     if not (fork / ".git").exists():
         if fork.exists() and any(fork.iterdir()):
             raise ForkToolError(f"{fork} exists but is not a fork tree; move it away")
         create_base(sdist(), fork, author, base_message, generated)
-        _apply_series(fork, paths, series, [], author, log)
-        return f"materialised {fork}: base + {len(paths)} patches"
+        lacking = apply_from([])
+        return f"materialised {fork}: base + {len(paths)} patches{lacking}"
 
+    recovered = recover(fork)
     ensure_safe(fork, "sync")
+    merges, empty = unexportable(fork)
+    if (merges or empty) and not force:
+        raise ForkToolError(linearise(fork, merges, empty, "sync"))
     _drop_tool_identity(fork, author)
     have = fork_patches(fork)
-    record = _record(fork, have, patches_dir)
+    record = known_record(fork, have, patches_dir)
     standing = compare(have, series, record)
     old_base = git(fork, "log", "-1", "--format=%B", BASE_TAG).stdout
     if old_base.strip() != base_message.strip():
@@ -155,46 +180,63 @@ def sync(
                 f"The pinned base is now {base_message.splitlines()[0]}, and {fork} "
                 f"is still on {_base_subject(fork)}; sync rebuilds it on the new "
                 "base once nothing in it is unsaved.\n"
-                + refusal(fork, standing, "sync")
+                + refusal(fork, standing, "sync", len(paths))
             )
-        return _move_base(
-            fork, paths, series, author, base_message, sdist, generated, log
-        )
+        return _move_base(fork, author, base_message, sdist, generated, apply_from)
 
+    done = _sync_same_base(fork, paths, standing, record, force, apply_from)
+    return f"{recovered}\n{done}" if recovered else done
+
+
+def _sync_same_base(fork, paths, standing, record, force, apply_from) -> str:
+    """sync on the pinned base: apply what the series added, or rebuild."""
     if not standing.changed:
-        save_record(
-            fork, [_entry(standing, fi, si, record) for fi, si in standing.pairs]
-        )
+        entries = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
+        save(fork, entries, agreed=True)
         return f"{fork} is up to date with the series ({len(paths)} patches)"
     if force:
         backup = _backup(fork)
         git(fork, "reset", "-q", "--hard", BASE_TAG)
-        _apply_series(fork, paths, series, [], author, log)
-        return f"rebuilt {fork} from the series; old commits on branch {backup}"
+        lacking = apply_from([])
+        return (
+            f"rebuilt {fork} from the series; old commits on branch {backup}{lacking}"
+        )
     m = standing.applied_prefix(len(paths))
     if m is not None:
         kept = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
-        report = standing.report(State.BEHIND, State.LOCAL, advice=False)
-        _apply_series(fork, paths, series, kept, author, log)
-        if standing.of(State.LOCAL):
-            report += "\nSave the fork's changes with `python3 -m forktool export`."
-        return f"applied {len(paths) - m} patches of the series to {fork}:\n{report}"
+        local = standing.of(State.LOCAL)
+        lacking = apply_from(kept, bool(local))
+        text = f"applied {len(paths) - m} patches of the series to {fork}:"
+        text += "".join(
+            f"\n  {p.name}: applied; it was {_why(standing, p.name)}" for p in paths[m:]
+        )
+        if local:
+            text += f"\nkept {len(local)} changes of the fork, not exported yet:\n"
+            text += "\n".join(i.line(advice=False) for i in local)
+            text += "\nSave them with `python3 -m forktool export`."
+        return text + lacking
     if standing.of(State.LOCAL, State.BOTH):
-        raise ForkToolError(refusal(fork, standing, "sync"))
+        raise ConflictError(refusal(fork, standing, "sync", len(paths)))
     report = standing.report(State.BEHIND, advice=False)
     backup = _backup(fork)
     git(fork, "reset", "-q", "--hard", BASE_TAG)
     try:
-        _apply_series(fork, paths, series, [], author, log)
+        lacking = apply_from([])
     except ForkToolError as e:
-        raise ForkToolError(
+        raise type(e)(
             f"The series changed:\n{report}\nRebuilt {fork} from it; its previous "
             f"commits are on branch {backup}.\n{e}"
         ) from None
     return (
         f"updated {fork} to the series, which changed:\n{report}\n"
-        f"The fork's previous commits are on branch {backup}."
+        f"The fork's previous commits are on branch {backup}.{lacking}"
     )
+
+
+def _why(standing: Standing, name: str) -> str:
+    """What `standing` says of the series patch `name`."""
+    found = [i for i in standing.items if i.series and i.series.name == name]
+    return found[0].change.what if found else "not applied yet"
 
 
 def _entry(standing: Standing, fi: int, si: int, record: list[Entry] | None) -> Entry:
@@ -212,13 +254,11 @@ def _entry(standing: Standing, fi: int, si: int, record: list[Entry] | None) -> 
 
 def _move_base(
     fork: Path,
-    paths: list[Path],
-    series: list[PatchInfo],
     author: str,
     base_message: str,
     sdist: Callable[[], Path],
     generated: tuple[str, ...],
-    log: Path,
+    apply_from: Callable[[list[Entry]], str],
 ) -> str:
     """Rebuild the fork on the pinned base; the old fork stays on a backup branch.
 
@@ -245,164 +285,7 @@ def _move_base(
         f"branch {backup}."
     )
     try:
-        _apply_series(fork, paths, series, [], author, log)
+        lacking = apply_from([])
     except ForkToolError as e:
-        raise ForkToolError(f"{moved}\n{e}") from None
-    return f"{moved}\nAll {len(paths)} patches of the series apply."
-
-
-def refusal(fork: Path, standing: Standing, command: str) -> str:
-    """Why `command` changes nothing, and what to run instead (safe to run)."""
-    kind = Refusal.of(standing)
-    if kind is Refusal.DIVERGED:
-        commits = series_commits(fork)
-        mine = [
-            f"    git -C {fork} cherry-pick {commits[item.fork_at][:12]}  "
-            f"# {item.fork.subject}"
-            for item in standing.of(State.LOCAL, State.BOTH)
-            if item.fork and item.fork_at is not None
-        ]
-        return (
-            f"Both {fork} and the series changed since the last sync or export:\n"
-            + standing.report(State.LOCAL, State.BEHIND, State.BOTH)
-            + f"\n`{command}` changed nothing: `export` would undo the series' "
-            "changes, `sync` would set the fork's aside.\nTo keep both:\n"
-            "    python3 -m forktool sync --force   # the series; your commits "
-            "stay on a backup/<time> branch\n"
-            + "\n".join(mine)
-            + ("\n" if mine else "")
-            + "    # resolve any conflicts, then: python3 -m forktool export"
-        )
-    if kind is Refusal.LOCAL_WORK:
-        return (
-            f"{fork} has work the series lacks:\n{standing.report(State.LOCAL)}\n"
-            "Save it with `python3 -m forktool export` (then commit patches/ in "
-            "this repository); or `python3 -m forktool sync --force` rebuilds the "
-            "fork from the series and keeps its commits on a backup/<time> branch."
-        )
-    return (
-        f"The series has changes {fork} lacks:\n{standing.report(State.BEHIND)}\n"
-        f"`{command}` would undo them. Run `python3 -m forktool sync` first: it "
-        "brings them in (any commits it replaces stay on a backup/<time> "
-        "branch); then commit your work on top and export."
-    )
-
-
-def _not_committed(patches_dir: Path) -> set[Path] | None:
-    """Files under `patches_dir` whose content is not committed in this
-    repository, or None when it is not a git checkout."""
-    if git(patches_dir, "rev-parse", "--show-toplevel", check=False).returncode:
-        return None
-    names = git(patches_dir, "ls-files", "-z", "--others", "--modified", "--", ".")
-    listed = names.stdout.split("\0")
-    if git(patches_dir, "rev-parse", "-q", "--verify", "HEAD", check=False).returncode:
-        listed += git(patches_dir, "ls-files", "-z", "--", ".").stdout.split("\0")
-    else:
-        staged = git(patches_dir, "diff", "--cached", "--relative", "--name-only", "-z")
-        listed += staged.stdout.split("\0")
-    return {(patches_dir / name).resolve() for name in listed if name}
-
-
-def _refuse_losing(
-    patches_dir: Path,
-    overwritten: list[Path],
-    removed: list[Path],
-    kept: set[str],
-    record: list[Entry] | None,
-) -> None:
-    """Refuse to delete a patch file whose content exists only there, or to
-    overwrite one unless it is the fork's last synced or exported version."""
-    dirty = _not_committed(patches_dir)
-    known = {e.series for e in record or []}
-    lost = []
-    for path in overwritten + removed:
-        if dirty is not None and path.resolve() not in dirty:
-            continue
-        fingerprint = describe(path).fingerprint
-        if fingerprint in kept or (path in overwritten and fingerprint in known):
-            continue
-        action = "delete" if path in removed else "overwrite"
-        lost.append(f"  {path.name} (export would {action} it)")
-    if not lost:
-        return
-    where = (
-        f"{patches_dir} is not in a git checkout, so nothing there is committed"
-        if dirty is None
-        else "they are not committed in this repository"
-    )
-    raise ForkToolError(
-        f"export changed nothing: these patch files exist only on disk ({where}):\n"
-        + "\n".join(lost)
-        + "\nCommit them first (`git add patches && git commit`), or copy them "
-        "somewhere safe; then run `python3 -m forktool export` again."
-    )
-
-
-SUBJECT_STYLE = re.compile(r"^(\[[^\]\s][^\]]*\])+ \S")
-
-
-def _warnings(fork: Path, names: list[str]) -> list[str]:
-    """Commits without a matching sign-off, or with a subject not in vLLM's style."""
-    log = git(fork, "log", "--reverse", "--format=%an <%ae>%x00%s%x00%B%x1e", SERIES)
-    warnings = []
-    for name, record in zip(names, log.stdout.split("\x1e"), strict=False):
-        author, subject, body = record.lstrip("\n").split("\0", 2)
-        trailers = {line.strip() for line in body.splitlines()}
-        if f"Signed-off-by: {author}" not in trailers:
-            warnings.append(
-                f"warning: {name}: no `Signed-off-by: {author}` (DCO); add it with "
-                f"`git -C {fork} rebase --signoff {BASE_TAG}`, then export again"
-            )
-        if not SUBJECT_STYLE.match(subject):
-            warnings.append(
-                f"warning: {name}: subject {subject!r} is not in vLLM's "
-                f"`[Area] Subject` style; reword it with `git -C {fork} rebase -i "
-                f"{BASE_TAG}` (mark it `reword`), then export again"
-            )
-    return warnings
-
-
-def export(fork: Path, patches_dir: Path) -> str:
-    """Write the fork's commits back to patches/ and rewrite the series."""
-    if not (fork / ".git").exists():
-        raise ForkToolError(f"{fork} is not a fork tree; run `sync` first")
-    ensure_safe(fork, "export")
-    patches_dir.mkdir(exist_ok=True)
-    series = [describe(path) for path in read_series(patches_dir)]
-    with tempfile.TemporaryDirectory() as tmp:
-        new = format_patches(fork, Path(tmp))
-        have = [describe(path) for path in new]
-        record = _record(fork, have, patches_dir)
-        standing = compare(have, series, record)
-        if standing.of(State.BEHIND, State.BOTH):
-            raise ForkToolError(refusal(fork, standing, "export"))
-        names = [p.name for p in new]
-        written = [
-            p
-            for p in new
-            if not (patches_dir / p.name).exists()
-            or (patches_dir / p.name).read_bytes() != p.read_bytes()
-        ]
-        removed = [p for p in patches_dir.glob("*.patch") if p.name not in names]
-        overwritten = [patches_dir / p.name for p in written]
-        overwritten = [p for p in overwritten if p.exists()]
-        kept = {h.fingerprint for h in have}
-        _refuse_losing(patches_dir, overwritten, removed, kept, record)
-        for path in written:
-            shutil.copyfile(path, patches_dir / path.name)
-    for path in removed:
-        path.unlink()
-    write_series(patches_dir, names)
-    save_record(fork, [Entry(h.subject, h.fingerprint, h.fingerprint) for h in have])
-    return "\n".join(
-        [
-            f"exported {len(names)} patches to {patches_dir} "
-            f"({len(written)} written, {len(removed)} removed)",
-            *(
-                ["saved:", standing.report(State.LOCAL, advice=False)]
-                if standing.of(State.LOCAL)
-                else []
-            ),
-            *_warnings(fork, names),
-        ]
-    )
+        raise type(e)(f"{moved}\n{e}") from None
+    return f"{moved}\nAll patches of the series apply.{lacking}"

@@ -10,6 +10,7 @@ its build outputs.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -18,7 +19,8 @@ import tempfile
 from enum import Enum
 from pathlib import Path
 
-from forktool.errors import ForkToolError
+from forktool import port, verify
+from forktool.errors import ConflictError, ForkToolError
 from forktool.git import BASE_TAG, ISOLATED, SERIES, git, identity
 from forktool.series import PatchInfo, describe
 
@@ -63,15 +65,21 @@ def create_base(
     try:
         _extract(sdist, partial)
         # No user.name/user.email here: people commit in the fork as themselves.
-        git(partial, "init", "-q", "--initial-branch=main")
+        # No template and nobody's config (core.autocrlf, ...): the same blobs
+        # and commit in every clone.
+        init = ["init", "-q", "--template=", "--initial-branch=main"]
+        git(partial, *init, env=ISOLATED)
         # Every source file, also those the sdist's .gitignore matches.
-        git(partial, "add", "-A", "--force")
-        git(partial, "rm", "-r", "-q", "--cached", "--ignore-unmatch", *generated)
+        git(partial, "add", "-A", "--force", env=ISOLATED)
+        untrack = ["rm", "-r", "-q", "--cached", "--ignore-unmatch", *generated]
+        git(partial, *untrack, env=ISOLATED)
         exclude = partial / ".git" / "info" / "exclude"
+        exclude.parent.mkdir(exist_ok=True)
         exclude.write_text("".join(f"/{path}\n" for path in generated))
         dated = {"GIT_AUTHOR_DATE": BASE_DATE, "GIT_COMMITTER_DATE": BASE_DATE}
-        git(partial, "commit", "-q", "-m", message, env={**identity(author), **dated})
-        git(partial, "tag", BASE_TAG)
+        env = {**ISOLATED, **identity(author), **dated}
+        git(partial, "commit", "-q", "-m", message, env=env)
+        git(partial, "tag", BASE_TAG, env=ISOLATED)
         os.replace(partial, fork)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
@@ -88,16 +96,25 @@ def _failed_files(output: str) -> list[str]:
     return sorted(set(files))
 
 
+def am_marker(fork: Path) -> Path:
+    """Present while `apply` runs `git am`: the HEAD before it, and the patch."""
+    return fork / ".git" / "forktool-am"
+
+
 def apply(
     fork: Path, patches: list[Path], author: str, log: Path, first: int = 1
 ) -> None:
-    """`git am -3` each patch; on failure leave the tree at the last good commit.
+    """`git am -3` each patch and check the files it made against the patch's
+    `index` lines; on failure leave the tree at the last good commit.
 
     `first` is the number of `patches[0]` in the series, for the message;
     git's own output goes only to `log`.
     """
     total = first - 1 + len(patches)
+    marker = am_marker(fork)
     for number, patch in enumerate(patches, first):
+        before = git(fork, "rev-parse", "HEAD").stdout.strip()
+        marker.write_text(json.dumps({"head": before, "patch": str(patch)}))
         result = git(
             fork,
             "am",
@@ -105,26 +122,53 @@ def apply(
             "--keep-non-patch",  # keep "[Core]"-style subject tags
             "--committer-date-is-author-date",
             str(patch),
-            env=identity(author),
+            env={**ISOLATED, **identity(author)},
             check=False,
         )
+        where = f"patch {number} of {total} in the series"
         if result.returncode == 0:
+            wrong = verify.applied(fork, patch)
+            if wrong:
+                git(fork, "reset", "-q", "--hard", before)
+                marker.unlink()
+                raise ForkToolError(
+                    f"{where} applied other content than it names, refused: "
+                    f"{patch.name}\n" + "\n".join(wrong) + "\n"
+                    "git read the patch otherwise than it was written (a hunk "
+                    "header that counts other lines than its hunk has?); fix the "
+                    "patch file, or export it again from a fork that has it.\n"
+                    f"{fork} is left at the last good commit, {head_subject(fork)}."
+                )
             continue
         output = result.stdout + result.stderr
         unmerged = git(fork, "diff", "--name-only", "--diff-filter=U").stdout.split()
         git(fork, "am", "--abort", check=False)
+        marker.unlink()
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(f"$ git -C {fork} am -3 {patch}\n{output}")
+        left = (
+            f"{fork} is left clean at the last good commit, {head_subject(fork)} "
+            f"({number - 1} of {total} patches applied).\n"
+        )
+        unreadable = _unreadable(fork, patch, output)
+        if unreadable:
+            raise ForkToolError(
+                f"{where} cannot be read by git: {patch.name}\n  {unreadable}\n"
+                f"{left}Fix the patch file (conflict markers left in it, or a "
+                "hand edit?), then run `python3 -m forktool sync` again.\n"
+                f"git's output: {log}"
+            )
         numstat = git(fork, "apply", "--numstat", str(patch), check=False).stdout
         files = [line.split("\t", 2)[2] for line in numstat.splitlines()]
         conflicting = sorted(set(unmerged) | set(_failed_files(output)))
-        raise ForkToolError(
-            f"patch {number} of {total} in the series does not apply: {patch.name}\n"
+        kinds = port.conflicts(output)
+        raise ConflictError(
+            f"{where} does not apply: {patch.name}\n"
             f"  its files: {', '.join(files) or '(none)'}\n"
             f"  conflicting: {', '.join(conflicting) or '(see the log)'}\n"
-            f"{fork} is left clean at the last good commit, {head_subject(fork)} "
-            f"({number - 1} of {total} patches applied).\n"
-            "To port the patch by hand:\n"
+            + "".join(f"{line}\n" for line in kinds)
+            + left
+            + "To port the patch by hand:\n"
             f"  git -C {fork} am -3 --keep-non-patch {patch}\n"
             f"  # resolve the conflicts, `git -C {fork} add` the files, then\n"
             f"  git -C {fork} am --continue    # or `am --abort` to give up\n"
@@ -132,6 +176,48 @@ def apply(
             "  python3 -m forktool export    # saves the ported patch in patches/\n"
             f"git's output: {log}"
         )
+    marker.unlink(missing_ok=True)
+
+
+UNREADABLE = r"^(?:error|fatal): ((?:corrupt|malformed).*)$"
+
+
+def _unreadable(fork: Path, patch: Path, output: str) -> str | None:
+    """What git says when it cannot parse `patch` at all, in its own words."""
+    if "Patch format detection failed" in output or not patch.read_bytes().strip():
+        return f"git cannot tell its format ({patch.stat().st_size} bytes)"
+    check = git(fork, "apply", "--check", "--cached", str(patch), check=False)
+    said = re.findall(UNREADABLE, check.stderr, re.M)
+    return f"git says: {said[0]} of {patch}" if said else None
+
+
+def recover(fork: Path) -> str | None:
+    """Undo a `git am` that `apply` started and that was interrupted (Ctrl-C):
+    back to the commit before it, without the files its patch was adding."""
+    marker = am_marker(fork)
+    if not marker.exists():
+        return None
+    started = json.loads(marker.read_text())
+    patch = Path(started["patch"])
+    if Operation.stopped_in(fork) is Operation.AM:
+        git(fork, "am", "--abort", check=False)
+    if git(fork, "rev-parse", "HEAD").stdout.strip() != started["head"]:
+        marker.unlink()  # someone finished it by hand: nothing to undo
+        return None
+    git(fork, "reset", "-q", "--hard", started["head"])
+    if patch.is_file():
+        with tempfile.TemporaryDirectory() as tmp:
+            diff = verify.diff_of(patch, Path(tmp)).read_text(errors="replace")
+        added = [c.new for c in verify.changes(diff) if c.old is None and c.new]
+        if added:
+            untracked = git(fork, "ls-files", "-z", "--others", "--", *added).stdout
+            for name in filter(None, untracked.split("\0")):
+                (fork / name).unlink()
+    marker.unlink()
+    return (
+        f"sync's own `git am` of {patch.name} was interrupted; undid it: {fork} "
+        f"is back at {head_subject(fork)}."
+    )
 
 
 def head_subject(fork: Path) -> str:
@@ -192,6 +278,12 @@ class Operation(Enum):
 
 def ensure_safe(fork: Path, command: str) -> None:
     """Refuse to touch a fork holding uncommitted work or a stopped git operation."""
+    if am_marker(fork).exists() and command != "sync":
+        raise ForkToolError(
+            f"sync's own `git am` in {fork} was interrupted, so `{command}` changed "
+            "nothing. Run `python3 -m forktool sync`: it undoes the interrupted "
+            "`git am` and applies the rest of the series."
+        )
     operation = Operation.stopped_in(fork)
     if operation:
         raise ForkToolError(

@@ -2,7 +2,10 @@
 
 FORKTOOL_TRACE_GIT=1 prints each of them to stderr before it runs. The
 tool's own commits carry `identity(author)`; commands whose output must not
-depend on anybody's git configuration run with `ISOLATED`.
+depend on anybody's git configuration run with `ISOLATED`. None of them signs
+or runs hooks (`NEUTRAL`): the tool's commits are the same in every clone,
+whatever its user's `commit.gpgsign` or `core.hooksPath`; people's own
+commits, which the tool never makes, keep their settings.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ SERIES = f"{BASE_TAG}..HEAD"
 # No global or system config (format.signature, diff.noprefix, core.abbrev,
 # ...): what the tool writes is the same on every machine.
 ISOLATED = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+# Also over the repository's own config: no signing, no hooks.
+NEUTRAL = (
+    *("-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false"),
+    *("-c", f"core.hooksPath={os.devnull}"),
+)
 
 
 def git(
@@ -39,7 +47,8 @@ def git(
 
     `env` is added to the environment; `binary` keeps input and output bytes.
     """
-    cmd = ["git", *(["-C", str(repo)] if repo is not None else []), *args]
+    at = ["-C", str(repo)] if repo is not None else []
+    cmd = ["git", *at, *NEUTRAL, *args]
     if os.environ.get("FORKTOOL_TRACE_GIT"):
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
         print(f"+ {shown}{' ' if shown else ''}{shlex.join(cmd)}", file=sys.stderr)

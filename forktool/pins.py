@@ -42,23 +42,37 @@ class Pins:
 
     @classmethod
     def load(cls, path: Path = LAYOUT.pins) -> Pins:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-        base = data["base"]
+        try:
+            with path.open("rb") as f:
+                data = tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ForkToolError(f"cannot read {path}: {e}") from None
+
+        def need(dotted: str):
+            value = data
+            for key in dotted.split("."):
+                if not isinstance(value, dict) or key not in value:
+                    raise ForkToolError(f"{path} lacks `{dotted}`; see README.md")
+                value = value[key]
+            return value
+
+        def artifact(kind: str) -> Artifact:
+            return Artifact(need(f"base.{kind}.filename"), need(f"base.{kind}.sha256"))
+
         return cls(
-            project=base["project"],
-            version=base["version"],
-            generated=tuple(base["generated"]),
-            sdist=Artifact(**base["sdist"]),
-            wheel=Artifact(**base["wheel"]),
-            author=data["fork"]["author"],
-            pip=data["venv"]["pip"],
-            build_requirements=tuple(data["venv"]["build"]),
-            test_requirements=tuple(data["venv"]["test"]),
-            uv=data["venv"]["uv"],
-            constraints=tuple(data["venv"]["constraints"]),
-            python=data["venv"]["python"],
-            platform=data["venv"]["platform"],
+            project=need("base.project"),
+            version=need("base.version"),
+            generated=tuple(need("base.generated")),
+            sdist=artifact("sdist"),
+            wheel=artifact("wheel"),
+            author=need("fork.author"),
+            pip=need("venv.pip"),
+            build_requirements=tuple(need("venv.build")),
+            test_requirements=tuple(need("venv.test")),
+            uv=need("venv.uv"),
+            constraints=tuple(need("venv.constraints")),
+            python=need("venv.python"),
+            platform=need("venv.platform"),
         )
 
     @property
@@ -80,18 +94,60 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def verify(path: Path, artifact: Artifact) -> Path:
+def verify(path: Path, artifact: Artifact, pins: Pins) -> Path:
+    """`path` if its sha256 is the pinned one; else say which side is wrong."""
     actual = sha256_of(path)
-    if actual != artifact.sha256:
+    if actual == artifact.sha256:
+        return path
+    said = (
+        f"sha256 mismatch for {path}: pins.toml says {artifact.sha256}, the file "
+        f"has {actual}. Nothing was unpacked."
+    )
+    others = {a.sha256: a.filename for a in (pins.sdist, pins.wheel) if a != artifact}
+    if artifact.sha256 in others:
         raise ForkToolError(
-            f"sha256 mismatch for {path}: expected {artifact.sha256}, got {actual}. "
-            "Nothing was unpacked; delete the file to download it again."
+            f"{said}\npins.toml gives {artifact.filename} the sha256 of "
+            f"{others[artifact.sha256]}: a slip in pins.toml. The file is kept."
         )
-    return path
+    published = index_sha256(pins, artifact.filename)
+    if published == actual:
+        raise ForkToolError(
+            f"{said}\npins.toml is wrong: the file has the sha256 the index "
+            f"publishes for {artifact.filename}. If {pins.requirement} is the "
+            f'release you mean, set sha256 = "{actual}" for it in pins.toml. '
+            "The file is kept."
+        )
+    if published == artifact.sha256:
+        raise ForkToolError(
+            f"{said}\nThe file is damaged: pins.toml has the sha256 the index "
+            f"publishes. Delete {path} and run again to download it again."
+        )
+    why = (
+        "the index could not be asked"
+        if published is None
+        else (f"the index publishes a third one, {published}")
+    )
+    raise ForkToolError(
+        f"{said}\nWhich is wrong cannot be told ({why}). Compare both with the "
+        f"release's page on PyPI: if pins.toml is right, delete {path} to download "
+        "it again; if the file is, correct pins.toml."
+    )
 
 
 def uv_binary(pins: Pins) -> Path:
     return uv.binary(pins.uv, cache_dir() / "tools")
+
+
+def _index(pins: Pins) -> dict[str, tuple[str, str | None]]:
+    return uv.downloads(uv_binary(pins), pins.requirement, pins.python, pins.platform)
+
+
+def index_sha256(pins: Pins, filename: str) -> str | None:
+    """The sha256 the index publishes for `filename`, None if it cannot tell."""
+    try:
+        return _index(pins).get(filename, ("", None))[1]
+    except (ForkToolError, OSError):
+        return None
 
 
 def fetch(pins: Pins, artifact: Artifact) -> Path:
@@ -103,22 +159,20 @@ def fetch(pins: Pins, artifact: Artifact) -> Path:
     downloads = cache_dir() / "downloads"
     target = downloads / artifact.filename
     if target.exists():
-        return verify(target, artifact)
-    urls = uv.download_urls(
-        uv_binary(pins), pins.requirement, pins.python, pins.platform
-    )
-    if artifact.filename not in urls:
+        return verify(target, artifact, pins)
+    served = _index(pins)
+    if artifact.filename not in served:
         raise ForkToolError(
             f"the index serves no {artifact.filename} for {pins.requirement} "
-            f"(it serves: {', '.join(sorted(urls)) or 'nothing'})"
+            f"(it serves: {', '.join(sorted(served)) or 'nothing'})"
         )
     downloads.mkdir(parents=True, exist_ok=True)
     print(f"downloading {artifact.filename}", flush=True)
     with tempfile.TemporaryDirectory(dir=downloads) as tmp:
         downloaded = Path(tmp, artifact.filename)
-        with urllib.request.urlopen(urls[artifact.filename]) as response:
+        with urllib.request.urlopen(served[artifact.filename][0]) as response:
             with downloaded.open("wb") as out:
                 shutil.copyfileobj(response, out, 1 << 20)
-        verify(downloaded, artifact)
+        verify(downloaded, artifact, pins)
         shutil.move(downloaded, target)
     return target

@@ -44,11 +44,12 @@ def run(uv: Path, *args: str) -> None:
         )
 
 
-def download_urls(
+def downloads(
     uv: Path, requirement: str, python: str, platform: str
-) -> dict[str, str]:
-    """File name -> URL of each sdist and wheel the index serves for
-    `requirement` (one exact version), as uv resolves it: no build, no venv."""
+) -> dict[str, tuple[str, str | None]]:
+    """File name -> (URL, sha256 the index publishes) of each sdist and wheel
+    the index serves for `requirement` (one exact version), as uv resolves
+    it: no build, no venv."""
     with tempfile.TemporaryDirectory() as tmp:
         spec, lock = Path(tmp, "in.txt"), Path(tmp, "pylock.toml")
         spec.write_text(requirement + "\n")
@@ -57,4 +58,8 @@ def download_urls(
             str(spec), "-o", str(lock))  # fmt: skip
         packages = tomllib.loads(lock.read_text())["packages"]
     files = [f for p in packages for f in [p.get("sdist", {}), *p.get("wheels", [])]]
-    return {f["url"].rsplit("/", 1)[-1]: f["url"] for f in files if "url" in f}
+    return {
+        f["url"].rsplit("/", 1)[-1]: (f["url"], f.get("hashes", {}).get("sha256"))
+        for f in files
+        if "url" in f
+    }

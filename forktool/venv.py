@@ -175,7 +175,7 @@ def in_use(pins: Pins) -> dict[Path, list[Path]]:
         repo = Path(json.loads(entry.read_text())["repo"])
         try:
             used[repo] = _used_by(Pins.load(repo / "pins.toml"))
-        except (OSError, KeyError, ValueError):
+        except ForkToolError:
             continue  # gone, or pins this forktool cannot read: nothing kept
     for old in cache_dir().glob("venv-*"):
         fork = editable_vllm(old)

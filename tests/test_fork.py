@@ -6,6 +6,7 @@ import hashlib
 import io
 import re
 import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from forktool import fork
 from forktool.errors import ForkToolError
+from forktool.export import export
 from forktool.pins import Artifact, Pins, fetch
 from forktool.series import read_series
 
@@ -137,7 +139,7 @@ def test_round_trip_is_byte_identical(workspace):
     sync(workspace)
     commit(tree, "mini/__init__.py", "VALUE = 2\n", "[Core] Bump VALUE")
     commit(tree, "mini/util.py", "def double(x):\n    return x + x\n", "Add twice")
-    fork.export(tree, patches)
+    export(tree, patches)
     exported = snapshot(patches)
     assert read_series(patches) == [
         patches / "0001-Core-Bump-VALUE.patch",
@@ -146,7 +148,7 @@ def test_round_trip_is_byte_identical(workspace):
     # Rebuild from scratch: same commits, same bytes on re-export.
     shutil.rmtree(tree)
     assert "base + 2 patches" in sync(workspace)
-    assert "0 written, 0 removed" in fork.export(tree, patches)
+    assert "0 written, 0 removed" in export(tree, patches)
     assert snapshot(patches) == exported
     assert "up to date" in sync(workspace)
     subject = fork.git(tree, "log", "-1", "--format=%s", "HEAD~1").stdout.strip()
@@ -187,7 +189,7 @@ def series_of(workspace, *changes: tuple[str, str, str]) -> Path:
     sync(workspace)
     for change in changes:
         commit(tree, *change)
-    fork.export(tree, patches)
+    export(tree, patches)
     commit_series(patches)
     return tree
 
@@ -216,7 +218,7 @@ def test_sync_applies_patches_a_teammate_appended(workspace):
     series_of(workspace, THREE[0])
     theirs = teammate(workspace)
     commit(theirs, *THREE[1])
-    fork.export(theirs, patches)
+    export(theirs, patches)
     commit_series(patches)
     message = sync(workspace)
     assert "applied 1 patches" in message and "0002-Core-Second.patch" in message
@@ -232,7 +234,7 @@ def test_issue_1_rebase_in_progress_is_refused_and_nothing_is_lost(workspace):
     # Stop an interactive rebase at the second patch, as `edit` does.
     edit_series(tree, "sed -i 2s/^pick/edit/")
     assert (tree / ".git" / "rebase-merge").exists()
-    for command in (fork.export, lambda tree, _: sync(workspace)):
+    for command in (export, lambda tree, _: sync(workspace)):
         with pytest.raises(ForkToolError) as excinfo:
             command(tree, patches)
         message = str(excinfo.value)
@@ -243,7 +245,7 @@ def test_issue_1_rebase_in_progress_is_refused_and_nothing_is_lost(workspace):
     assert snapshot(patches) == exported
     assert (tree / ".git" / "rebase-merge").exists()
     fork.git(tree, "rebase", "--continue")
-    assert "0 written, 0 removed" in fork.export(tree, patches)
+    assert "0 written, 0 removed" in export(tree, patches)
     assert snapshot(patches) == exported
 
 
@@ -265,7 +267,7 @@ def test_other_git_operations_in_progress_are_refused(workspace, operation):
         args = [operation, "side"]
     assert fork.git(tree, *args, check=False).returncode != 0
     with pytest.raises(ForkToolError, match=f"in the middle of a.*{operation}"):
-        fork.export(tree, patches)
+        export(tree, patches)
     with pytest.raises(ForkToolError, match="--abort|merge --abort"):
         sync(workspace)
     assert snapshot(patches) == exported
@@ -276,16 +278,16 @@ def test_export_refuses_to_delete_a_patch_file_that_is_not_committed(workspace):
     sync(workspace)
     for change in THREE:
         commit(tree, *change)
-    fork.export(tree, patches)  # not committed in this repository yet
+    export(tree, patches)  # not committed in this repository yet
     exported = snapshot(patches)
     fork.git(tree, "reset", "-q", "--hard", "HEAD~1")  # drop the third patch
     with pytest.raises(ForkToolError) as excinfo:
-        fork.export(tree, patches)
+        export(tree, patches)
     assert "0003-Core-Third.patch (export would delete it)" in str(excinfo.value)
     assert "not committed in this repository" in str(excinfo.value)
     assert snapshot(patches) == exported
     commit_series(patches)  # now the file is in this repository's history
-    assert "1 removed" in fork.export(tree, patches)
+    assert "1 removed" in export(tree, patches)
     assert not (patches / "0003-Core-Third.patch").exists()
 
 
@@ -295,7 +297,7 @@ def test_export_outside_a_git_checkout_keeps_every_file(workspace):
     shutil.rmtree(patches.parent / ".git")
     fork.git(tree, "reset", "-q", "--hard", "HEAD~1")
     with pytest.raises(ForkToolError, match="not in a git checkout"):
-        fork.export(tree, patches)
+        export(tree, patches)
     assert (patches / "0003-Core-Third.patch").exists()
 
 
@@ -304,12 +306,12 @@ def test_issue_2_teammate_drops_a_patch(workspace):
     series_of(workspace, *THREE)
     theirs = teammate(workspace)
     edit_series(theirs, "sed -i 2d")  # drop [Core] Second
-    fork.export(theirs, patches)
+    export(theirs, patches)
     commit_series(patches)  # ... pushed; here: git pull
     pulled = snapshot(patches)
     old_head = head(mine)
     with pytest.raises(ForkToolError) as excinfo:
-        fork.export(mine, patches)
+        export(mine, patches)
     print(excinfo.value)
     assert "0002-Core-Second.patch: dropped from the series" in str(excinfo.value)
     assert "python3 -m forktool sync" in str(excinfo.value)
@@ -320,7 +322,7 @@ def test_issue_2_teammate_drops_a_patch(workspace):
     assert subjects(mine) == ["[Core] First", "[Core] Third"]
     backup = message.rsplit("branch ", 1)[1].rstrip(".")
     assert head_of(mine, backup) == old_head
-    assert "0 written, 0 removed" in fork.export(mine, patches)
+    assert "0 written, 0 removed" in export(mine, patches)
     assert snapshot(patches) == pulled
 
 
@@ -329,7 +331,7 @@ def test_fork_from_before_records_tells_a_dropped_patch_from_local_work(workspac
     series_of(workspace, *THREE)
     theirs = teammate(workspace)
     edit_series(theirs, "sed -i 2d")
-    fork.export(theirs, patches)
+    export(theirs, patches)
     commit_series(patches)
     (mine / ".git" / "forktool-synced").unlink()  # made by an earlier version
     commit(mine, "mini/local.py", "LOCAL = 1\n", "[Core] Local")
@@ -361,7 +363,7 @@ def teammate_changes_second(workspace) -> dict[str, bytes]:
     patches = workspace[1]
     theirs = teammate(workspace)
     change_second(theirs, "def double(x):\n    return x + x  # theirs\n")
-    fork.export(theirs, patches)
+    export(theirs, patches)
     commit_series(patches)
     return snapshot(patches)
 
@@ -371,14 +373,14 @@ def test_issue_2_teammate_changes_a_patch(workspace):
     series_of(workspace, *THREE)
     pulled = teammate_changes_second(workspace)
     with pytest.raises(ForkToolError, match="0002-Core-Second.patch: changed in the "):
-        fork.export(mine, patches)
+        export(mine, patches)
     assert snapshot(patches) == pulled
     message = sync(workspace)
     print(message)
     assert "0002-Core-Second.patch: changed in the series" in message
     assert "theirs" in (mine / "mini/util.py").read_text()
     assert subjects(mine) == [c[2] for c in THREE]
-    assert "0 written, 0 removed" in fork.export(mine, patches)
+    assert "0 written, 0 removed" in export(mine, patches)
     assert snapshot(patches) == pulled
 
 
@@ -389,7 +391,7 @@ def test_issue_2_my_change_to_a_patch_is_local_work(workspace):
     with pytest.raises(ForkToolError) as excinfo:
         sync(workspace)
     assert "0002-Core-Second.patch: changed in the fork" in str(excinfo.value)
-    assert "1 written, 0 removed" in fork.export(mine, patches)
+    assert "1 written, 0 removed" in export(mine, patches)
     assert "# mine" in (patches / "0002-Core-Second.patch").read_text()
 
 
@@ -399,13 +401,13 @@ def test_issue_2_both_sides_changed_a_patch(workspace):
     pulled = teammate_changes_second(workspace)
     change_second(mine, "def double(x):\n    return x + x  # mine\n")
     my_head = head(mine)
-    for command in (lambda: sync(workspace), lambda: fork.export(mine, patches)):
+    for command in (lambda: sync(workspace), lambda: export(mine, patches)):
         with pytest.raises(ForkToolError) as excinfo:
             command()
         message = str(excinfo.value)
         print(message)
         assert "0002-Core-Second.patch: changed on both sides" in message
-        assert "sync --force" in message and "cherry-pick" in message
+        assert "sync --force" in message and "--fixup=HEAD~1" in message
     assert head(mine) == my_head and snapshot(patches) == pulled
 
 
@@ -414,7 +416,7 @@ def test_local_work_and_a_teammate_change_both_survive_the_advice(workspace):
     series_of(workspace, *THREE[:2])
     theirs = teammate(workspace)
     change_second(theirs, "def double(x):\n    return x + x  # theirs\n")
-    fork.export(theirs, patches)
+    export(theirs, patches)
     commit_series(patches)
     commit(mine, *THREE[2])
     with pytest.raises(ForkToolError) as excinfo:
@@ -426,7 +428,7 @@ def test_local_work_and_a_teammate_change_both_survive_the_advice(workspace):
     sync(workspace, force=True)
     pick = next(line for line in message.splitlines() if "cherry-pick" in line)
     fork.git(mine, *pick.split("#")[0].split()[3:])
-    assert "1 written, 0 removed" in fork.export(mine, patches)
+    assert "1 written, 0 removed" in export(mine, patches)
     assert subjects(mine) == [c[2] for c in THREE]
     assert "theirs" in (patches / "0002-Core-Second.patch").read_text()
 
@@ -437,7 +439,7 @@ def test_reordering_in_the_fork_is_local_work(workspace):
     edit_series(mine, "sed -i -n '1h;1!p;${g;p}'")  # first patch last
     with pytest.raises(ForkToolError, match="reordered in the fork"):
         sync(workspace)
-    fork.export(mine, patches)
+    export(mine, patches)
     assert [p.name for p in read_series(patches)][-1] == "0003-Core-First.patch"
 
 
@@ -446,7 +448,7 @@ def test_issue_7_patch_that_does_not_apply_gets_one_message(workspace):
     sync(workspace)
     commit(tree, "mini/__init__.py", "VALUE = 2\n", "Good")
     commit(tree, "mini/util.py", "def double(x):\n    return x << 1\n", "Bad")
-    fork.export(tree, patches)
+    export(tree, patches)
     # Make the second patch's context disagree with the base.
     bad = patches / "0002-Bad.patch"
     bad.write_text(
@@ -470,7 +472,7 @@ def test_issue_7_patch_that_does_not_apply_gets_one_message(workspace):
     assert fork.git(tree, "log", "-1", "--format=%s").stdout.strip() == "Good"
     # Nothing is lost by the half-built fork: export refuses to drop the patch.
     with pytest.raises(ForkToolError, match="0002-Bad.patch: not applied yet"):
-        fork.export(tree, patches)
+        export(tree, patches)
 
 
 def test_issue_3_new_pinned_base_with_a_conflicting_patch(workspace):
@@ -504,7 +506,7 @@ def test_issue_3_new_pinned_base_with_a_conflicting_patch(workspace):
     message = sync(workspace, message="mini 0.2\n", sdist=sdist)
     assert "applied 1 patches" in message and "forktool export" in message
     assert subjects(tree) == [c[2] for c in THREE]
-    assert "1 written, 0 removed" in fork.export(tree, patches)
+    assert "1 written, 0 removed" in export(tree, patches)
     assert "# new" in (patches / "0002-Core-Second.patch").read_text()
     assert "up to date" in sync(workspace, message="mini 0.2\n", sdist=sdist)
 
@@ -544,16 +546,17 @@ def test_issue_7_export_warns_about_unsigned_commits_and_subjects(workspace):
     fork.git(tree, "add", "README")
     fork.git(tree, "commit", "-qm", "fix readme")
     commit(tree, *THREE[0])
-    message = fork.export(tree, patches)
+    message = export(tree, patches)
     print(message)
     assert f"warning: 0001-fix-readme.patch: no `Signed-off-by: {PERSON}`" in message
     assert "0001-fix-readme.patch: subject 'fix readme' is not in" in message
     assert "0002-Core-First.patch" not in message.split("warning", 1)[1]
     assert (patches / "0001-fix-readme.patch").exists()
     # The advice works: the commit gets the author's sign-off.
-    command = re.search(r"`(git -C \S+ rebase --signoff base)`", message).group(1)
-    fork.git(tree, *command.split()[3:])
-    assert "Signed-off-by" not in fork.export(tree, patches)
+    command = message.splitlines()[-1].strip()
+    assert command.startswith(f"git -C {tree} rebase -q base --exec")
+    subprocess.run(command, shell=True, check=True)
+    assert "Signed-off-by" not in export(tree, patches)
 
 
 def test_series_rejects_orphan_and_missing_patches(workspace):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from forktool.commands import (
+    backups,
     bench,
     cache,
     env,
@@ -21,7 +22,20 @@ from forktool.commands.command import Command
 
 COMMANDS: dict[str, Command] = {
     module.COMMAND.name: module.COMMAND
-    for module in (sync, export, lock, install, setup, test, env, run, cache, pr, bench)
+    for module in (
+        sync,
+        export,
+        backups,
+        lock,
+        install,
+        setup,
+        test,
+        env,
+        run,
+        cache,
+        pr,
+        bench,
+    )
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from forktool import hfcache
 from forktool.commands.command import Command
@@ -15,6 +16,8 @@ from forktool.venv import run_in, user_env, venv_id
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
+    if not Path(args.directory).is_dir():
+        raise ForkToolError(f"-C {args.directory}: no such folder")
     venv = LAYOUT.venv
     if not venv_id(venv):
         raise ForkToolError(f"{venv} does not exist; run `python3 -m forktool install`")

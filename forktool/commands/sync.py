@@ -27,6 +27,7 @@ def sync(pins: Pins, force: bool = False) -> None:
             sdist,
             pins.generated,
             force,
+            selection=LAYOUT.selection,
         )
     )
 
@@ -55,10 +56,16 @@ COMMAND = Command(
     "when only the series changed (a teammate added, changed or dropped a "
     "patch), and rebuilds it with `git am -3` when pins.toml names another "
     "base; the fork's previous commits stay on a backup/<time> branch. It "
+    "checks every file a patch touches against the blob ids of the patch's "
+    "`index` lines, and refuses a patch that gives others. Once the series "
+    "applies it lists the paths the series, upstream-tests.toml and the series' "
+    "Buildkite entries name that the fork lacks. It "
     "refuses, changing nothing, while a git operation (am, rebase, "
-    "cherry-pick, revert, merge, bisect) is stopped in the fork, while the "
-    "fork has uncommitted changes, while it holds work the series lacks (run "
-    "export), and when both sides changed. It needs git and the pinned sdist, "
+    "cherry-pick, revert, merge, bisect) is stopped in the fork (an "
+    "interrupted `git am` of its own it undoes and redoes), while the "
+    "fork has uncommitted changes or merge or empty commits, while it holds "
+    "work the series lacks (run export), and when both sides changed (exit "
+    "status 3, as when a patch does not apply). It needs git and the pinned sdist, "
     "no venv: it downloads the sdist (uv names its URL on the index; verified "
     "by sha256 before anything is unpacked) unless the cache holds it. "
     "Writes: build/vllm, build/logs/sync-git-am.log, the sdist and uv in "

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from forktool import checks, ci_impact, matrix, precommit
+from forktool.commands import export
 from forktool.commands.command import Command
 from forktool.commands.prepare import prepare, run_checks, runner
 from forktool.layout import LAYOUT
@@ -28,6 +29,7 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
     measure = {
         checks.VENV_SELF_CHECK: lambda: checked,
         checks.TOOL_TESTS: lambda: _pytest(venv, "tests"),
+        checks.EXPORT_CHECK: export.measure,
         checks.REGRESSION_MATRIX: lambda: matrix.regression_matrix(
             LAYOUT, tests, selection, pins.author
         ),

@@ -1,0 +1,178 @@
+"""What `sync` and `export` tell people to run; the tool's tests run each
+command as printed and check that no patch is lost, duplicated or re-signed.
+
+Commands are printed one a line, indented, in the order to run them; lines
+starting with `#` say what to do by hand.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from forktool.git import BASE_TAG, SERIES, git, series_commits
+from forktool.standing import Change, Refusal, Standing, State
+
+SYNCED = "refs/forktool/synced"
+"""The fork as `sync` or `export` last left it equal to the series: the
+version of each patch that both sides agreed on."""
+
+FIX_SIGNOFF = (
+    'git log -1 --format=%B | grep -qxF "Signed-off-by: $(git log -1 '
+    '--format="%an <%ae>")" || git commit --amend --no-edit -s'
+)
+"""Run on each commit by `rebase --exec`: signs off only a commit that lacks
+its author's sign-off."""
+
+
+def _agreed(fork: Path, subject: str) -> str | None:
+    """The commit of the patch with `subject` when both sides last agreed."""
+    if git(fork, "rev-parse", "-q", "--verify", SYNCED, check=False).returncode:
+        return None
+    log = git(fork, "log", "--format=%H %s", f"{BASE_TAG}..{SYNCED}").stdout
+    found = [line[:40] for line in log.splitlines() if line[41:] == subject]
+    return found[0] if len(found) == 1 else None
+
+
+def _fixup(fork: Path, item, commit: str, steps_back: int) -> list[str]:
+    """Commands that add the fork's change to one patch onto the series'
+    version of it (HEAD~steps_back once `sync --force` rebuilt the fork)."""
+    name = item.series.name
+    old = _agreed(fork, item.fork.subject)
+    if old is None:
+        return [
+            f"    # {name}: compare your version (`git -C {fork} show "
+            f"{commit[:12]}`) with the series' and edit it in: `git -C {fork} "
+            f"rebase -i {BASE_TAG}`, mark it `edit`"
+        ]
+    target = "HEAD" if steps_back == 0 else f"HEAD~{steps_back}"
+    lines = [f"    # your change to {name}, added to the series' version of it:"]
+    if git(fork, "diff", "--quiet", old, commit, check=False).returncode:
+        lines += [
+            f"    git -C {fork} diff {old[:12]} {commit[:12]} | git -C {fork} "
+            "apply --3way",
+            f"    git -C {fork} commit -q --fixup={target}",
+        ]
+    message = git(fork, "log", "-1", "--format=%B", old).stdout
+    if message != git(fork, "log", "-1", "--format=%B", commit).stdout:
+        lines.append(
+            f"    # you changed its message too: reword it as you want it with "
+            f"`git -C {fork} rebase -i {BASE_TAG}` (mark it `reword`)"
+        )
+    return lines
+
+
+def _keep_both(fork: Path, standing: Standing, series_len: int) -> list[str]:
+    """After `sync --force`: each changed patch of the fork as a fixup of the
+    series' version, each patch only the fork has picked, then the fixups
+    squashed: one commit per patch, none twice."""
+    commits = series_commits(fork)
+    lines, picks, fixups = [], [], 0
+    for item in standing.of(State.LOCAL, State.BOTH):
+        if item.fork_at is None or item.fork is None:
+            lines.append(
+                f"    # {item.line(advice=False).strip()}: redo that with "
+                f"`git -C {fork} rebase -i {BASE_TAG}`"
+            )
+        elif item.change is Change.ONLY_IN_FORK:
+            picks.append(
+                f"    git -C {fork} cherry-pick {commits[item.fork_at][:12]}  "
+                f"# {item.fork.subject}"
+            )
+        elif item.series is not None:
+            back = series_len - item.number + fixups
+            fixup = _fixup(fork, item, commits[item.fork_at], back)
+            fixups += sum(" --fixup=" in line for line in fixup)
+            lines += fixup
+    lines += picks
+    if fixups:
+        lines.append(f"    git -C {fork} -c sequence.editor=: rebase -q -i "
+                     f"--autosquash {BASE_TAG}")  # fmt: skip
+    return lines
+
+
+def refusal(fork: Path, standing: Standing, command: str, series_len: int) -> str:
+    """Why `command` changes nothing, and what to run instead (safe to run)."""
+    kind = Refusal.of(standing)
+    if kind is Refusal.DIVERGED:
+        return (
+            f"Both {fork} and the series changed since the last sync or export:\n"
+            + standing.report(State.LOCAL, State.BEHIND, State.BOTH)
+            + f"\n`{command}` changed nothing: `export` would undo the series' "
+            "changes, `sync` would set the fork's aside.\nTo keep both, one "
+            "commit per patch:\n"
+            "    python3 -m forktool sync --force   # the series; your commits "
+            "stay on a backup/<time> branch\n"
+            + "".join(f"{line}\n" for line in _keep_both(fork, standing, series_len))
+            + "    # resolve any conflicts git reports, then:\n"
+            "    python3 -m forktool export"
+        )
+    if kind is Refusal.LOCAL_WORK:
+        return (
+            f"{fork} has work the series lacks:\n{standing.report(State.LOCAL)}\n"
+            "Save it with `python3 -m forktool export` (then commit patches/ in "
+            "this repository); or `python3 -m forktool sync --force` rebuilds the "
+            "fork from the series and keeps its commits on a backup/<time> branch."
+        )
+    return (
+        f"The series has changes {fork} lacks:\n{standing.report(State.BEHIND)}\n"
+        f"`{command}` would undo them. Run `python3 -m forktool sync` first: it "
+        "brings them in (any commits it replaces stay on a backup/<time> "
+        "branch); then commit your work on top and export."
+    )
+
+
+def linearise(fork: Path, merges: list[str], empty: list[str], command: str) -> str:
+    """Why the fork cannot be a series while it holds merges or empty commits."""
+    lines = [f"{command} changed nothing: {fork} holds commits no patch can hold:"]
+    lines += [f"  merge {m}: its resolution would be in no patch" for m in merges]
+    lines += [f"  empty {e}: it would be an empty patch file" for e in empty]
+    keep = "" if not empty else " --no-keep-empty --force-rebase"
+    lines += [
+        "Make the fork one commit per patch (merged commits replayed one by one, "
+        "empty ones dropped):",
+        f"    git -C {fork} rebase{keep} {BASE_TAG}",
+        f"    # if it stops on a conflict: resolve it, `git -C {fork} add` the "
+        f"files, `git -C {fork} rebase --continue`",
+        f"    python3 -m forktool {command}",
+    ]
+    return "\n".join(lines)
+
+
+SUBJECT_STYLE = re.compile(r"^(\[[^\]\s][^\]]*\])+ \S")
+
+
+def warnings(fork: Path, names: list[str]) -> list[str]:
+    """Commits without their author's sign-off, subjects not in vLLM's style,
+    and two patches with one subject."""
+    log = git(fork, "log", "--reverse", "--format=%an <%ae>%x00%s%x00%B%x1e", SERIES)
+    found, unsigned, seen = [], [], {}
+    records = log.stdout.split("\x1e")
+    for i, (name, record) in enumerate(zip(names, records, strict=False)):
+        author, subject, body = record.lstrip("\n").split("\0", 2)
+        trailers = {line.strip() for line in body.splitlines()}
+        if f"Signed-off-by: {author}" not in trailers:
+            unsigned.append(i)
+            found.append(f"warning: {name}: no `Signed-off-by: {author}` (DCO)")
+        if not SUBJECT_STYLE.match(subject):
+            found.append(
+                f"warning: {name}: subject {subject!r} is not in vLLM's "
+                f"`[Area] Subject` style; reword it with `git -C {fork} rebase -i "
+                f"{BASE_TAG}` (mark it `reword`), then export again"
+            )
+        if subject in seen:
+            found.append(
+                f"warning: {seen[subject]} and {name} have one subject, {subject!r}: "
+                "is one a copy of the other? Squash them with `git -C "
+                f"{fork} rebase -i {BASE_TAG}` (mark the later one `fixup`)"
+            )
+        seen.setdefault(subject, name)
+    if unsigned:
+        back = len(names) - unsigned[0]
+        start = BASE_TAG if back == len(names) else f"HEAD~{back}"
+        found.append(
+            "Sign off your commits that lack it (the others stay as they are; "
+            "a commit someone else wrote, they sign off), then export again:\n"
+            f"    git -C {fork} rebase -q {start} --exec '{FIX_SIGNOFF}'"
+        )
+    return found

@@ -1,0 +1,39 @@
+"""`backups`: list, or prune, the fork's backup/<time> branches."""
+
+from __future__ import annotations
+
+import argparse
+
+from forktool import backups
+from forktool.commands.command import Command
+from forktool.errors import ForkToolError
+from forktool.layout import LAYOUT
+from forktool.pins import Pins
+
+
+def run(pins: Pins, args: argparse.Namespace) -> int:
+    if not (LAYOUT.fork / ".git").exists():
+        raise ForkToolError(f"{LAYOUT.fork} is not a fork tree; run `sync` first")
+    print(backups.report(LAYOUT.fork, args.prune))
+    return 0
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="delete the backups whose patches are all in the fork",
+    )
+
+
+COMMAND = Command(
+    "backups",
+    "list (or --prune) the backup/<time> branches sync and sync --force leave",
+    "List the backup/<time> branches in build/vllm, each with its date, its "
+    "number of commits and those whose change the fork's HEAD lacks (by git "
+    "patch-id). --prune deletes the backups whose commits are all in the "
+    "fork and keeps the others, which hold patches nowhere else: it refuses "
+    "to delete those. Writes: branches of build/vllm only.",
+    run,
+    options,
+)

@@ -1,0 +1,147 @@
+"""export: the fork's commits written back to patches/, proven first.
+
+It refuses, by where the fork stands (forktool.standing), whatever would
+drop the series' changes or a patch file that exists only on disk, and
+writes nothing unless the patches it would write rebuild the fork's HEAD
+(forktool.verify). `check` only says whether patches/ is what it would write.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from forktool.advice import linearise, refusal, warnings
+from forktool.errors import ConflictError, ForkToolError
+from forktool.fork import known_record, save
+from forktool.forktree import ensure_safe, format_patches
+from forktool.git import git
+from forktool.series import HEADER, describe, read_series, write_series
+from forktool.standing import Entry, Standing, State, compare
+from forktool.verify import prove, unexportable
+
+
+def _not_committed(patches_dir: Path) -> set[Path] | None:
+    """Files under `patches_dir` whose content is not committed in this
+    repository, or None when it is not a git checkout."""
+    if git(patches_dir, "rev-parse", "--show-toplevel", check=False).returncode:
+        return None
+    names = git(patches_dir, "ls-files", "-z", "--others", "--modified", "--", ".")
+    listed = names.stdout.split("\0")
+    if git(patches_dir, "rev-parse", "-q", "--verify", "HEAD", check=False).returncode:
+        listed += git(patches_dir, "ls-files", "-z", "--", ".").stdout.split("\0")
+    else:
+        staged = git(patches_dir, "diff", "--cached", "--relative", "--name-only", "-z")
+        listed += staged.stdout.split("\0")
+    return {(patches_dir / name).resolve() for name in listed if name}
+
+
+def _refuse_losing(
+    patches_dir: Path,
+    overwritten: list[Path],
+    removed: list[Path],
+    kept: set[str],
+    record: list[Entry] | None,
+) -> None:
+    """Refuse to delete a patch file whose content exists only there, or to
+    overwrite one unless it is the fork's last synced or exported version."""
+    dirty = _not_committed(patches_dir)
+    known = {e.series for e in record or []}
+    lost = []
+    for path in overwritten + removed:
+        if dirty is not None and path.resolve() not in dirty:
+            continue
+        fingerprint = describe(path).fingerprint
+        if fingerprint in kept or (path in overwritten and fingerprint in known):
+            continue
+        action = "delete" if path in removed else "overwrite"
+        lost.append(f"  {path.name} (export would {action} it)")
+    if not lost:
+        return
+    where = (
+        f"{patches_dir} is not in a git checkout, so nothing there is committed"
+        if dirty is None
+        else "they are not committed in this repository"
+    )
+    raise ForkToolError(
+        f"export changed nothing: these patch files exist only on disk ({where}):\n"
+        + "\n".join(lost)
+        + "\nCommit them first (`git add patches && git commit`), or copy them "
+        "somewhere safe; then run `python3 -m forktool export` again."
+    )
+
+
+def _why(standing: Standing, name: str) -> str:
+    found = [i for i in standing.items if i.fork and i.fork.name == name]
+    if found and found[0].kind is State.LOCAL:
+        return found[0].change.what
+    return "the same change, rewritten (its number, line numbers or blob ids moved)"
+
+
+def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
+    """Write the fork's commits back to patches/ and rewrite the series; with
+    `check`, write nothing and fail unless patches/ is what it would write."""
+    command = "export --check" if check else "export"
+    if not (fork / ".git").exists():
+        raise ForkToolError(f"{fork} is not a fork tree; run `sync` first")
+    ensure_safe(fork, "export")
+    merges, empty = unexportable(fork)
+    if merges or empty:
+        raise ForkToolError(linearise(fork, merges, empty, "export"))
+    patches_dir.mkdir(exist_ok=True)
+    listed = read_series(patches_dir)
+    series = [describe(path) for path in listed]
+    with tempfile.TemporaryDirectory() as tmp:
+        new = format_patches(fork, Path(tmp))
+        have = [describe(path) for path in new]
+        record = known_record(fork, have, patches_dir)
+        standing = compare(have, series, record)
+        if standing.of(State.BEHIND, State.BOTH):
+            error = ConflictError if standing.of(State.BOTH) else ForkToolError
+            raise error(refusal(fork, standing, command, len(series)))
+        names = [p.name for p in new]
+        written = [
+            p
+            for p in new
+            if not (patches_dir / p.name).exists()
+            or (patches_dir / p.name).read_bytes() != p.read_bytes()
+        ]
+        removed = [p for p in patches_dir.glob("*.patch") if p.name not in names]
+        why = prove(fork, new)
+        if why:
+            raise ForkToolError(
+                f"{command} changed nothing: the patches it would write do not "
+                f"rebuild {fork}: {why}"
+            )
+        lines = [f"  {p.name}: {_why(standing, p.name)}" for p in written]
+        lines += [f"  {p.name}: removed from the series" for p in removed]
+        if check:
+            series_file = (patches_dir / "series").read_text()
+            if series_file != HEADER + "".join(f"{n}\n" for n in names):
+                lines.append("  series: another list or order")
+            if lines:
+                raise ForkToolError(
+                    f"{patches_dir} is not what export would write ({len(lines)} "
+                    "differ):\n" + "\n".join(lines) + "\nRun `python3 -m forktool "
+                    "export` and commit patches/."
+                )
+            return f"{patches_dir} is what export writes ({len(names)} patches)"
+        overwritten = [patches_dir / p.name for p in written]
+        overwritten = [p for p in overwritten if p.exists()]
+        kept = {h.fingerprint for h in have}
+        _refuse_losing(patches_dir, overwritten, removed, kept, record)
+        for path in written:
+            shutil.copyfile(path, patches_dir / path.name)
+    for path in removed:
+        path.unlink()
+    write_series(patches_dir, names)
+    save(fork, [Entry(h.subject, h.fingerprint, h.fingerprint) for h in have], True)
+    return "\n".join(
+        [
+            f"exported {len(names)} patches to {patches_dir} "
+            f"({len(written)} written, {len(removed)} removed)",
+            *lines,
+            *warnings(fork, names),
+        ]
+    )
