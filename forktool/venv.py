@@ -73,9 +73,11 @@ def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
             uv.run(tool, "venv", "-q", "--python", _interpreter(pins), str(venv))
         (venv / COMPLETE).unlink(missing_ok=True)
         # Exactly the lock: what it lacks is removed, the fork's vllm too
-        # (install_fork puts it back).
-        sync = ["pip", "sync", "-q", "--require-hashes", "--python", python(venv)]
-        uv.run(tool, *sync, str(lock_file))
+        # (install_fork puts it back). Compiled here once: tests run with
+        # PYTHONDONTWRITEBYTECODE, and would otherwise compile torch's and
+        # vLLM's dependencies anew in every process.
+        sync = ["pip", "sync", "-q", "--require-hashes", "--compile-bytecode"]
+        uv.run(tool, *sync, "--python", python(venv), str(lock_file))
         (venv / COMPLETE).write_text(wanted + "\n")
     return venv
 
