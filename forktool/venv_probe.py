@@ -8,6 +8,7 @@ whether the given modules import. Writes JSON; see forktool/venv_check.py.
 from __future__ import annotations
 
 import collections
+import csv
 import importlib
 import importlib.metadata as metadata
 import json
@@ -22,14 +23,13 @@ def clashes() -> list[dict[str, object]]:
     different hashes: whichever was written last is in the venv."""
     owners: dict[str, dict[str, str]] = collections.defaultdict(dict)
     for dist in metadata.distributions():
-        for file in dist.files or ():
-            path = file.as_posix()
+        name = dist.metadata["Name"]  # parsed anew on every access
+        for row in csv.reader((dist.read_text("RECORD") or "").splitlines()):
+            path = row[0] if row else ""
             if "/" not in path or path.startswith("..") or ".dist-info/" in path:
                 continue
             if "__pycache__" not in path:
-                owners[path][dist.metadata["Name"]] = (
-                    file.hash.value if file.hash else ""
-                )
+                owners[path][name] = row[1] if len(row) > 1 else ""
     return [
         {"file": path, "distributions": sorted(claims)}
         for path, claims in sorted(owners.items())
