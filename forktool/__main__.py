@@ -252,6 +252,7 @@ def cmd_pr(pins: Pins, args: argparse.Namespace) -> None:
             args.signoff,
             args.allow_partial,
             pr.markdownlint,
+            Selection.load(SELECTION).regression,
         )
     )
 
