@@ -33,7 +33,7 @@ from email.utils import parseaddr
 from pathlib import Path
 from typing import Any
 
-from forktool import results
+from forktool import bench, results
 from forktool.errors import ForkToolError
 from forktool.fork import _ISOLATED, BASE_TAG, git, identity
 from forktool.results import CheckResult
@@ -377,23 +377,30 @@ def overrides_block(overrides: CheckResult | None) -> str:
     )
 
 
-def bench_block(bench: CheckResult | None, prose: dict[str, Any]) -> str:
+BENCH_HEADLINE = {
+    "PASS": "goals met",
+    "FAIL": "goals NOT met",
+    bench.INCONCLUSIVE: "inconclusive: the A/A noise is wider than a goal's "
+    "margin, so this run supports no performance claim either way",
+}
+
+
+def bench_block(measured: CheckResult | None, prose: dict[str, Any]) -> str:
     lines = [
         "### Performance of the trade-off\n",
         prose["tradeoff_cost"].strip() + "\n",
     ]
-    if bench is None:
+    if measured is None:
         lines.append(f"Benchmark: {NOT_MEASURED}; no performance claim is made.\n")
         return "\n".join(lines)
+    # The verdicts as bench.goals gives them now, from the measured numbers.
+    verdicts = bench.goals(measured.data["rows"])
     lines.append(
-        f"Measured by `{bench.command}` on {bench.date} "
-        f"({'goals met' if bench.ok else 'goals NOT met'}):\n"
+        f"Measured by `{measured.command}` on {measured.date} "
+        f"({BENCH_HEADLINE[bench.overall(verdicts)]}):\n"
     )
-    if "goals" in bench.excerpts:
-        lines.append(fence(bench.excerpts["goals"]) + "\n")
-    elif bench.counts:
-        lines.append(", ".join(f"{k}: {v}" for k, v in bench.counts.items()) + "\n")
-    for name, text in bench.excerpts.items():
+    lines.append(fence(bench.summary(verdicts)) + "\n")
+    for name, text in measured.excerpts.items():
         if name != "goals":
             lines.append(collapsed(name, fence(text)) + "\n")
     return "\n".join(lines)

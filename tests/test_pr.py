@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from forktool import pr, results
+from forktool import bench, pr, results
+from forktool.bench import Case
 from forktool.errors import ForkToolError
 from forktool.fork import git, identity
 from forktool.results import CheckResult
@@ -323,24 +324,45 @@ def test_a_failed_check_is_said_so(fork, tmp_path):
     assert "| — | 1 passed, 1 failed |" in text
 
 
-def test_renders_a_bench_result_when_there_is_one(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    tree = results.fork_tree(fork)
-    synthetic_results(store, tree)
-    bench = CheckResult(
+def bench_result(tree: str, aa: list[float]) -> CheckResult:
+    """A bench result of one mixed case: fork/base 1.004, A/A ratios `aa`."""
+
+    def answers(step_us: list[float]) -> list[dict]:
+        return [{"cpu_ns": [t * 1000], "zero_ids": [0]} for t in step_us]
+
+    runs = {"base": answers([100] * 3), "fork": answers([100.4] * 3)}
+    row = bench.summarise(Case("mixed", "decode", 64), {**runs, "base-aa": answers(aa)})
+    return CheckResult(
         "bench",
         True,
         tree,
         "0.1",
         "python3 -m forktool bench",
-        excerpts={
-            "goals": "PASS  mixed: fork/base 1.004",
-            "table": "config  fork/base\nmixed   1.004",
-        },
+        excerpts={"goals": "as printed", "table": "config  fork/base\nmixed   1.004"},
+        data={"rows": [row]},
     )
-    results.write(store, bench)
+
+
+def test_renders_a_bench_result_when_there_is_one(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    tree = results.fork_tree(fork)
+    synthetic_results(store, tree)
+    results.write(store, bench_result(tree, [100, 100.5, 99.5]))
     make_kit(fork, store, out)
     text = (out / "description.md").read_text()
-    assert "(goals met)" in text and "PASS  mixed: fork/base 1.004" in text
+    assert "(goals met)" in text
+    assert "PASS          mixed: fork/base over all 1 cases 1.004" in text
     assert "mixed   1.004" in text  # the table, collapsed
     assert "Benchmark: not measured" not in text
+
+
+def test_a_bench_result_the_noise_cannot_support_is_inconclusive(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    tree = results.fork_tree(fork)
+    synthetic_results(store, tree)
+    results.write(store, bench_result(tree, [66, 152, 100]))  # once said PASS
+    make_kit(fork, store, out)
+    text = (out / "description.md").read_text()
+    assert "(inconclusive: the A/A noise is wider than a goal's margin" in text
+    assert "INCONCLUSIVE  mixed: fork/base over all 1 cases 1.004" in text
+    assert "goals met" not in text
