@@ -12,7 +12,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from forktool import bench, ci_impact, fork, hfcache, matrix, pr, precommit, results
+from forktool import (
+    bench,
+    ci_impact,
+    fork,
+    hfcache,
+    matrix,
+    mutate,
+    pr,
+    precommit,
+    results,
+)
 from forktool.errors import ForkToolError
 from forktool.pins import REPO, Pins, fetch
 from forktool.results import Measured
@@ -435,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     kit.set_defaults(run=cmd_pr)
     bench.add_parser(sub)
+    mutate.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         ok = args.run(Pins.load(), args)
