@@ -22,12 +22,13 @@ import hashlib
 import json
 import queue
 import re
+import tempfile
 import time
 import tomllib
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +37,18 @@ from forktool.errors import ForkToolError
 from forktool.fork import BASE_TAG, ensure_safe, git, worktree
 from forktool.pins import REPO, Pins
 from forktool.results import CheckResult, Measured
-from forktool.upstream import Result, Runner, Selection
-from forktool.venv import COMPLETE, venv_dir
+from forktool.tree_process import TreeProcess
+from forktool.upstream import Result, Runner, Selection, parse_junit, test_env
+from forktool.venv import COMPLETE, python, venv_dir
 
 CHECK = "mutants"
 """The results store's name for this check: build/results/mutants.json."""
 COMMAND = "python3 -m forktool mutate"
 EQUIVALENTS = REPO / "mutants-equivalent.toml"
 WORKERS = 2
+SERVER = Path(__file__).with_name("pytest_server.py")
+READY_TIMEOUT_S = 600.0
+RUN_TIMEOUT_S = 900.0
 
 # --- mutants --------------------------------------------------------------------
 
@@ -60,6 +65,9 @@ class Mutant:
     mutation: str
     source: str
     """The whole mutated file."""
+    function: str = ""
+    """The qualified name of the module's function or method whose body holds
+    the mutation ("" when it runs at import: a class body, a decorator)."""
 
     @property
     def id(self) -> str:
@@ -173,11 +181,22 @@ def _compiles(source: str, path: str) -> bool:
     return True
 
 
+def _functions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, range]]:
+    """(qualified name, the lines of its body) of each function and method."""
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield prefix + node.name, range(node.body[0].lineno, node.end_lineno + 1)
+        elif isinstance(node, ast.ClassDef):
+            yield from _functions(node.body, f"{prefix}{node.name}.")
+
+
 def mutants(path: str, source: str, lines: set[int]) -> list[Mutant]:
     """The mutants of `lines` of `source`, in the order of the file."""
     texts = source.splitlines()
+    module = ast.parse(source)
+    functions = list(_functions(module.body))
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(module):
         line = getattr(node, "lineno", None)
         if line not in lines:
             continue
@@ -185,9 +204,10 @@ def mutants(path: str, source: str, lines: set[int]) -> list[Mutant]:
             mutated = _splice(source, target, replacement)
             if mutated != source and _compiles(mutated, path):
                 spot = (line, node.col_offset, target.col_offset)
-                found.append(
-                    (spot, Mutant(path, line, texts[line - 1].strip(), what, mutated))
-                )
+                within = [name for name, body in functions if line in body]
+                text = texts[line - 1].strip()
+                mutant = Mutant(path, line, text, what, mutated, "".join(within))
+                found.append((spot, mutant))
     found.sort(key=lambda item: item[0])
     return _numbered([mutant for _, mutant in found])
 
@@ -199,11 +219,7 @@ def _numbered(found: list[Mutant]) -> list[Mutant]:
     for m in found:
         seen[m.path, m.text, m.mutation] += 1
         n = seen[m.path, m.text, m.mutation]
-        out.append(
-            Mutant(m.path, m.line, m.text, f"{m.mutation} #{n}", m.source)
-            if n > 1
-            else m
-        )
+        out.append(replace(m, mutation=f"{m.mutation} #{n}") if n > 1 else m)
     return out
 
 
@@ -259,17 +275,57 @@ def first_failure(result: Result, log: Path) -> str:
     return "" if result.outcomes else f"no test result (see {log})"
 
 
+class WarmPytest(TreeProcess):
+    """forktool/pytest_server.py in `tree`: the tree's vllm and the selection's
+    tests imported once; each run a fork of it with one function's code swapped."""
+
+    def __init__(self, tree: Path, runner: Runner, selection: Selection) -> None:
+        warm = [runner.arguments(tree, args) for args, _ in _runs(selection)]
+        command = [python(runner.venv), str(SERVER), json.dumps(warm)]
+        env = test_env(runner.hf_home)
+        super().__init__(f"mutate-{tree.name}", tree, command, env)
+        self.runner = runner
+
+    def run(self, mutant: Mutant, args: tuple[str, ...], log: Path) -> Result:
+        with tempfile.TemporaryDirectory() as tmp:
+            junit = Path(tmp, "junit.xml")
+            arguments = self.runner.arguments(self.tree, args)
+            self.write(
+                {
+                    "module": mutant.path.removesuffix(".py").replace("/", "."),
+                    "qualname": mutant.function,
+                    "file": str(self.tree / mutant.path),
+                    "args": [*arguments, "-q", "-rfE", f"--junitxml={junit}"],
+                    "log": str(log),
+                }
+            )
+            self.read(RUN_TIMEOUT_S)
+            return parse_junit(self.tree, junit) if junit.exists() else Result()
+
+
 def classify(
-    mutant: Mutant, tree: Path, runner: Runner, selection: Selection, label: str
+    mutant: Mutant,
+    tree: Path,
+    server: WarmPytest,
+    selection: Selection,
+    label: str,
 ) -> Outcome:
-    """Run the selection against `mutant`, written into `tree`, then restore it."""
-    target = tree / mutant.path
+    """Run the selection against `mutant`, written into `tree`, then restore it.
+
+    A mutant inside a function runs in a fork of the warm `server` (the file
+    is written too, for any process the tests start); one that runs at import
+    in a fresh pytest.
+    """
+    target, log = tree / mutant.path, server.runner.logs / f"{label}.log"
     original = target.read_text()
     target.write_text(mutant.source)
     try:
         for args, inputs in _runs(selection):
-            result = runner.run(tree, ("-x", *args), label, inputs)
-            killer = first_failure(result, runner.logs / f"{label}.log")
+            if mutant.function:
+                result = server.run(mutant, ("-x", *args), log)
+            else:
+                result = server.runner.run(tree, ("-x", *args), label, inputs)
+            killer = first_failure(result, log)
             if killer:
                 return Outcome("killed", killer)
         return Outcome("survived")
@@ -286,21 +342,25 @@ def run_all(
         waiting.put(item)
     found: dict[str, Outcome] = {}
 
-    def work(tree: Path) -> None:
+    def work(server: WarmPytest) -> None:
+        server.wait_ready(READY_TIMEOUT_S)
         while True:
             try:
                 n, mutant = waiting.get_nowait()
             except queue.Empty:
                 return
-            found[mutant.id] = classify(
-                mutant, tree, runner, selection, f"mutant-{n:03d}"
-            )
-            print(
-                f"mutant {n}/{len(todo)}: {_row(mutant, found[mutant.id])}", flush=True
-            )
+            label = f"mutant-{n:03d}"
+            outcome = classify(mutant, server.tree, server, selection, label)
+            found[mutant.id] = outcome
+            print(f"mutant {n}/{len(todo)}: {_row(mutant, outcome)}", flush=True)
 
-    with ThreadPoolExecutor(max_workers=len(trees)) as pool:
-        list(pool.map(work, trees))
+    servers = [WarmPytest(tree, runner, selection) for tree in trees]
+    try:
+        with ThreadPoolExecutor(max_workers=len(servers)) as pool:
+            list(pool.map(work, servers))
+    finally:
+        for server in servers:
+            server.close()
     return found
 
 
