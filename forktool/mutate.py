@@ -411,12 +411,11 @@ def _row(mutant: Mutant, outcome: Outcome) -> str:
 def table(found: list[tuple[Mutant, Outcome]]) -> str:
     heads = ("file:line", "mutation", "outcome", "killed by / why equivalent")
     rows = [(f"{m.path}:{m.line}", m.mutation, o.outcome, o.detail) for m, o in found]
-    widths = [max(len(r[i]) for r in [heads, *rows]) for i in range(3)]
+    widths = [*(max(len(r[i]) for r in [heads, *rows]) for i in range(3)), 0]
     return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True))
-        + f"  {row[3]}"
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in [heads, *rows]
-    ).rstrip()
+    )
 
 
 def counts(

@@ -714,7 +714,7 @@ for i in "${!patches[@]}"; do
   fi
   # Start over from this patch with the rest of the series queued, so that
   # `git am --continue` applies the rest once this one is resolved.
-  git am --abort
+  git am --abort >/dev/null 2>&1 || true
   git am -3 --keep-non-patch "${patches[@]:$i}" >"$log" 2>&1 || true
   echo "  $(basename "$patch"): stopped; git am said:"
   sed 's/^/    /' "$log"

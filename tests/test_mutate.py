@@ -3,6 +3,7 @@ synthetic fork with a tiny pytest test (this interpreter, no vLLM)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -157,9 +158,13 @@ def decide(a, b):
 
 def limit(n):
     return n > LIMIT
+
+
+def clamp(n):
+    return min(n, 10)
 """
 TESTS = """\
-from vllm.calc import decide, limit
+from vllm.calc import clamp, decide, limit
 
 
 def test_decide():
@@ -168,8 +173,16 @@ def test_decide():
 
 def test_limit_above():
     assert limit(5) is True
+
+
+def test_clamp():
+    assert clamp(3) == 3
 """
-SURVIVOR = ("vllm/calc.py", "LIMIT = 3", "3 -> 4")  # runs at import
+# Left alive by the tests: one at import, one inside a function.
+SURVIVORS = [
+    ("vllm/calc.py", "LIMIT = 3", "3 -> 4"),
+    ("vllm/calc.py", "return min(n, 10)", "10 -> 11"),
+]
 
 
 def tiny_fork(tmp_path: Path) -> Path:
@@ -219,8 +232,8 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
     equivalents = tmp_path / "mutants-equivalent.toml"
     found = check(tmp_path, setting, equivalents)
     assert not found.ok
-    assert found.counts["mutants"] == 8
-    assert (found.counts["killed"], found.counts["survived"]) == (7, 1)
+    assert found.counts["mutants"] == 11
+    assert (found.counts["killed"], found.counts["survived"]) == (9, 2)
     rows = {
         (m["line"], m["mutation"]): (m["outcome"], m["detail"])
         for m in found.data["mutants"]
@@ -232,7 +245,9 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
         "tests/test_calc.py::test_limit_above",
     )
     assert rows[1, "3 -> 4"] == ("survived", "")
-    assert "vllm/calc.py:1  3 -> 4" in found.excerpts["table"]
+    assert rows[13, "10 -> 11"] == ("survived", "")
+    assert rows[13, "returns None"] == ("killed", "tests/test_calc.py::test_clamp")
+    assert re.search(r"\nvllm/calc.py:1 +3 -> 4 +survived\n", found.excerpts["table"])
     fork = setting[0]
     assert git(fork, "status", "--porcelain").stdout == ""  # the fork untouched
     scratch = tmp_path / "trees" / "mutate-1" / "vllm" / "calc.py"
@@ -242,16 +257,18 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
     capsys.readouterr()
     again = check(tmp_path, setting, equivalents)
     assert again.data["mutants"] == found.data["mutants"]
-    assert "0 to run, 8 known" in capsys.readouterr().out
-    file, line, mutation = SURVIVOR
+    assert "0 to run, 11 known" in capsys.readouterr().out
     equivalents.write_text(
-        f'[[equivalent]]\nfile = "{file}"\nline = "{line}"\n'
-        f'mutation = "{mutation}"\nreason = "no test asks about 4"\n'
+        "".join(
+            f'[[equivalent]]\nfile = "{file}"\nline = "{line}"\n'
+            f'mutation = "{mutation}"\nreason = "no test asks about 4"\n'
+            for file, line, mutation in SURVIVORS
+        )
     )
     settled = check(tmp_path, setting, equivalents)
     assert settled.ok
-    assert (settled.counts["equivalent"], settled.counts["survived"]) == (1, 0)
-    assert "equivalent  no test asks about 4" in settled.excerpts["table"]
+    assert (settled.counts["equivalent"], settled.counts["survived"]) == (2, 0)
+    assert re.search(r"10 -> 11 +equivalent +no test asks", settled.excerpts["table"])
 
 
 def test_a_selection_that_fails_unmutated_is_refused(tmp_path, setting):
