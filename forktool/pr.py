@@ -723,10 +723,10 @@ for i in "${!patches[@]}"; do
   echo "  not applied yet: $((${#patches[@]} - i)) of ${#patches[@]} patches"
   echo "To finish: resolve the conflicts, git add the files, then"
   echo "  git am --continue   # applies the rest, stopping again at a conflict"
+  echo "and run the series' regression tests from this clone:"
+  echo "  $tests"
   echo "To abort, back where you were:"
   echo "  git am --abort && git checkout -q $start && git branch -D $branch"
-  echo "Then the series' regression tests, from this clone:"
-  echo "  $tests"
   exit 1
 done
 echo "applied ${#patches[@]} patches on the new branch $branch (from $ref)"
