@@ -36,6 +36,7 @@ from forktool import hfcache, results
 from forktool.errors import ForkToolError
 from forktool.fork import BASE_TAG, ensure_safe, git, worktree
 from forktool.pins import REPO, Pins
+from forktool.pytest_server import SWAP_FAILED
 from forktool.results import CheckResult, Measured
 from forktool.tree_process import TreeProcess
 from forktool.upstream import Result, Runner, Selection, parse_junit, test_env
@@ -286,7 +287,9 @@ class WarmPytest(TreeProcess):
         super().__init__(f"mutate-{tree.name}", tree, command, env)
         self.runner = runner
 
-    def run(self, mutant: Mutant, args: tuple[str, ...], log: Path) -> Result:
+    def run(self, mutant: Mutant, args: tuple[str, ...], log: Path) -> Result | None:
+        """The outcomes of a fork running `args` with `mutant`'s function
+        swapped in; None when it could not be swapped in."""
         with tempfile.TemporaryDirectory() as tmp:
             junit = Path(tmp, "junit.xml")
             arguments = self.runner.arguments(self.tree, args)
@@ -299,32 +302,32 @@ class WarmPytest(TreeProcess):
                     "log": str(log),
                 }
             )
-            self.read(RUN_TIMEOUT_S)
+            if self.read(RUN_TIMEOUT_S)["status"] == SWAP_FAILED:
+                return None
             return parse_junit(self.tree, junit) if junit.exists() else Result()
 
 
 def classify(
-    mutant: Mutant,
-    tree: Path,
-    server: WarmPytest,
-    selection: Selection,
-    label: str,
+    mutant: Mutant, server: WarmPytest, selection: Selection, label: str
 ) -> Outcome:
-    """Run the selection against `mutant`, written into `tree`, then restore it.
+    """Run the selection against `mutant`, written into the server's tree,
+    then restore the file.
 
     A mutant inside a function runs in a fork of the warm `server` (the file
-    is written too, for any process the tests start); one that runs at import
-    in a fresh pytest.
+    is written too, for any process the tests start); one that runs at
+    import, or whose function could not be swapped, in a fresh pytest.
     """
-    target, log = tree / mutant.path, server.runner.logs / f"{label}.log"
+    target = server.tree / mutant.path
+    log = server.runner.logs / f"{label}.log"
     original = target.read_text()
     target.write_text(mutant.source)
     try:
         for args, inputs in _runs(selection):
+            result = None
             if mutant.function:
                 result = server.run(mutant, ("-x", *args), log)
-            else:
-                result = server.runner.run(tree, ("-x", *args), label, inputs)
+            if result is None:
+                result = server.runner.run(server.tree, ("-x", *args), label, inputs)
             killer = first_failure(result, log)
             if killer:
                 return Outcome("killed", killer)
@@ -350,7 +353,7 @@ def run_all(
             except queue.Empty:
                 return
             label = f"mutant-{n:03d}"
-            outcome = classify(mutant, server.tree, server, selection, label)
+            outcome = classify(mutant, server, selection, label)
             found[mutant.id] = outcome
             print(f"mutant {n}/{len(todo)}: {_row(mutant, outcome)}", flush=True)
 
@@ -379,7 +382,9 @@ def baseline(tree: Path, runner: Runner, selection: Selection) -> None:
 def selection_key(selection: Selection, runner: Runner) -> str:
     """What outcomes depend on besides the tree: the selection, checks/, the venv."""
     digest = hashlib.sha256(
-        json.dumps([selection.regression, selection.checks, runner.venv.name]).encode()
+        json.dumps(
+            [selection.regression, selection.checks, runner.excluded, runner.venv.name]
+        ).encode()
     )
     for check in selection.checks:
         for path in sorted((REPO / check).rglob("*.py")):

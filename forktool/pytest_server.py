@@ -6,8 +6,9 @@ It imports the tree's vllm and the selected tests once (pytest
 `vllm_file` it imported, then answers one JSON line per request: it forks,
 and the child replaces one function's code by the mutant's (compiled from
 the mutated file) and runs pytest with the request's arguments, its output
-in the request's log. The answer is the child's exit status. Standard
-library and pytest only: it runs outside this repository.
+in the request's log. The answer is the child's exit status, SWAP_FAILED
+when the code could not be swapped. Standard library and pytest only: it
+runs outside this repository.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import inspect
 import json
 import os
 import sys
+import traceback
 import types
 from typing import Any
 
@@ -59,19 +61,35 @@ def swap(request: dict[str, Any]) -> None:
     )
 
 
-def run(request: dict[str, Any]) -> int:
-    """Fork; the child swaps the code and runs pytest. Its exit status."""
+SWAP_FAILED = 70
+"""The child's exit status when the mutant's code could not be swapped in
+(forktool.mutate then runs that mutant in a fresh pytest)."""
+
+
+def child(request: dict[str, Any]) -> int:
+    """In the fork: swap the code in, run pytest, output to the request's log."""
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    try:
+        swap(request)
+    except Exception:  # e.g. a name bound to something else than a function
+        traceback.print_exc()
+        return SWAP_FAILED
     import pytest
 
+    return int(pytest.main(request["args"]))
+
+
+def run(request: dict[str, Any]) -> int:
+    """The exit status of a fork that runs `child`."""
     pid = os.fork()
     if pid == 0:
-        status = 70
+        status = 1
         try:
-            log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            swap(request)
-            status = int(pytest.main(request["args"]))
+            status = child(request)
+        except BaseException:
+            traceback.print_exc()
         finally:
             sys.stdout.flush()
             sys.stderr.flush()

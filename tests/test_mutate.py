@@ -3,6 +3,7 @@ synthetic fork with a tiny pytest test (this interpreter, no vLLM)."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from forktool import mutate, results
+from forktool import mutate, pytest_server, results
 from forktool.fork import git, identity
 from forktool.results import CheckResult
 from forktool.upstream import Runner, Selection
@@ -143,6 +144,52 @@ def test_a_mutant_that_does_not_compile_is_left_out(monkeypatch):
 
     monkeypatch.setattr(mutate, "_points", broken)
     assert found("def f():\n    return 1\n", {2}) == []
+
+
+SWAPPABLE = """\
+import functools
+
+
+class K:
+    @property
+    def flag(self):
+        return True
+
+    @functools.cached_property
+    def cached(self):
+        return 1
+
+
+def f():
+    return K().flag
+
+
+g = functools.partial(f)
+"""
+
+
+@pytest.mark.parametrize(
+    "qualname, old, new, check",
+    [
+        ("K.flag", "return True", "return False", lambda m: m.K().flag),
+        ("K.cached", "return 1", "return 2", lambda m: m.K().cached == 1),
+        ("f", "return K().flag", "return None", lambda m: m.f()),
+    ],
+)
+def test_the_server_swaps_the_code_of_live_functions(
+    tmp_path, monkeypatch, qualname, old, new, check
+):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = tmp_path / f"swap_{qualname.replace('.', '_')}.py"
+    module.write_text(SWAPPABLE)
+    loaded = importlib.import_module(module.stem)
+    assert check(loaded)
+    module.write_text(SWAPPABLE.replace(old, new))
+    request = {"module": module.stem, "qualname": qualname, "file": str(module)}
+    pytest_server.swap(request)
+    assert not check(loaded)
+    with pytest.raises(LookupError):  # no function g: the mutant runs afresh
+        pytest_server.swap({**request, "qualname": "g"})
 
 
 # --- outcomes in a tiny fork ---------------------------------------------------
