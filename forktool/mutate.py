@@ -1,10 +1,11 @@
 """python3 -m forktool mutate: mutation testing of the lines the series adds.
 
 Mutants are plausible one-line mistakes in each line the series adds under
-vllm/ (`git diff base..HEAD`): `and`/`or`, comparison operators, `any`/`all`,
-True/False and numbers, a deleted assignment or `raise`, a returned value
-replaced (None, negated). The ast module finds them; a mutant that does not
-compile is left out.
+vllm/ (`git diff base..HEAD`): `and`/`or`, comparison operators, a dropped
+`not`, `any`/`all`, True/False and numbers, a deleted assignment, `raise` or
+`assert`, a returned value replaced (None, negated). The ast module finds
+them; a mutant that does not compile, or that is the same code as another,
+is left out.
 
 Each mutant is written into a scratch worktree of the fork (one per worker,
 two side by side), where the series' regression selection runs with -x, then
@@ -146,6 +147,8 @@ def _points(node: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
                     left, [*ops[:i], other, *ops[i + 1 :]], comparators
                 )
                 yield node, f"({ast.unparse(swapped)})", what
+        case ast.UnaryOp(op=ast.Not(), operand=operand):
+            yield node, f"({ast.unparse(operand)})", "not dropped"
         case ast.Call(func=ast.Name(id="any" | "all") as func):
             other = "all" if func.id == "any" else "any"
             yield func, other, f"{func.id} -> {other}"
@@ -157,6 +160,8 @@ def _points(node: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
             yield node, "pass", "assignment deleted"
         case ast.Raise():
             yield node, "pass", "raise deleted"
+        case ast.Assert():
+            yield node, "pass", "assert deleted"
         case ast.Return(value=ast.expr() as value):
             if not (isinstance(value, ast.Constant) and value.value is None):
                 yield value, "None", "returns None"
@@ -174,12 +179,13 @@ def _splice(source: str, node: ast.AST, text: str) -> str:
     return (data[:begin] + text.encode() + data[end:]).decode()
 
 
-def _compiles(source: str, path: str) -> bool:
+def _code(source: str, path: str) -> str | None:
+    """`source` as its syntax tree's dump, None when it does not compile."""
     try:
         compile(source, path, "exec")
     except (SyntaxError, ValueError):
-        return False
-    return True
+        return None
+    return ast.dump(ast.parse(source))
 
 
 def _functions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, range]]:
@@ -196,6 +202,7 @@ def mutants(path: str, source: str, lines: set[int]) -> list[Mutant]:
     texts = source.splitlines()
     module = ast.parse(source)
     functions = list(_functions(module.body))
+    codes = {ast.dump(module)}  # one mutant per distinct code
     found = []
     for node in ast.walk(module):
         line = getattr(node, "lineno", None)
@@ -203,7 +210,9 @@ def mutants(path: str, source: str, lines: set[int]) -> list[Mutant]:
             continue
         for target, replacement, what in _points(node):
             mutated = _splice(source, target, replacement)
-            if mutated != source and _compiles(mutated, path):
+            code = _code(mutated, path)
+            if code is not None and code not in codes:
+                codes.add(code)
                 spot = (line, node.col_offset, target.col_offset)
                 within = [name for name, body in functions if line in body]
                 text = texts[line - 1].strip()

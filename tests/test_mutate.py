@@ -53,6 +53,7 @@ def decide(configs, flag):
     if needed and flag or len(configs) > 1:
         raise ValueError("disagree")
     configs[0].zero = True
+    assert not flag or configs
     return not needed
 
 
@@ -66,7 +67,7 @@ def found(source: str, lines: set[int]) -> list[tuple[int, str]]:
 
 
 def test_each_kind_of_mistake_on_the_added_lines_only():
-    assert found(SOURCE, set(range(2, 8))) == [
+    assert found(SOURCE, set(range(2, 9))) == [
         (3, "assignment deleted"),
         (3, "any -> all"),
         (4, "or -> and"),
@@ -77,22 +78,25 @@ def test_each_kind_of_mistake_on_the_added_lines_only():
         (6, "assignment deleted"),
         (6, "0 -> 1"),
         (6, "True -> False"),
-        (7, "returns None"),
-        (7, "returns its negation"),
+        (7, "assert deleted"),
+        (7, "or -> and"),
+        (7, "not dropped"),
+        (8, "returns None"),
+        (8, "returns its negation"),  # the same code as dropping its `not`
     ]
 
 
 def test_a_mutant_is_the_whole_file_with_one_change():
     (negated,) = [
         m
-        for m in mutate.mutants("vllm/x.py", SOURCE, {7})
+        for m in mutate.mutants("vllm/x.py", SOURCE, {8})
         if m.mutation == "returns its negation"
     ]
     assert negated.source == SOURCE.replace("return not needed", "return needed")
     assert negated.text == "return not needed"
     (deleted,) = mutate.mutants("vllm/x.py", SOURCE, {5})
     assert "        pass\n    configs[0]" in deleted.source
-    mutations = {m.mutation: m for m in mutate.mutants("vllm/x.py", SOURCE, {11})}
+    mutations = {m.mutation: m for m in mutate.mutants("vllm/x.py", SOURCE, {12})}
     assert "    return (a != b)\n" in mutations["== -> !="].source
 
 
