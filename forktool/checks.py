@@ -11,6 +11,7 @@ from dataclasses import dataclass
 SETUP = "python3 -m forktool setup"
 TEST = "python3 -m forktool test"
 BENCH_RUN = "python3 -m forktool bench"
+MUTATE = "python3 -m forktool mutate"
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ EXPORT_CHECK = Check(
     "export-check", "patches/ as export writes them", TEST, in_pr=False
 )
 REGRESSION_MATRIX = Check("regression-matrix", "regression matrix", SETUP)
+MUTANTS = Check("mutants", "mutation testing of the series' added lines", MUTATE)
 GPU_ONLY = Check("gpu-only", "GPU-only tests collected, skipped here", TEST)
 CI_CHECKERS = Check("ci-checkers", "vLLM CI checkers", TEST)
 CI_IMPACT = Check("ci-impact", "CI impact report", TEST)
@@ -60,6 +62,7 @@ REGISTRY = (
     TOOL_TESTS,
     EXPORT_CHECK,
     REGRESSION_MATRIX,
+    MUTANTS,
     GPU_ONLY,
     CI_CHECKERS,
     CI_IMPACT,

@@ -40,6 +40,11 @@ class Layout:
         return self.root / "checks"
 
     @property
+    def equivalents(self) -> Path:
+        """Mutants of the series' added lines no test can kill, with reasons."""
+        return self.root / "mutants-equivalent.toml"
+
+    @property
     def prose(self) -> Path:
         return self.root / "pr" / "description.toml"
 

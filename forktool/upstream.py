@@ -231,9 +231,8 @@ class Runner:
         digest = hashlib.sha256(key.encode()).hexdigest()
         return cache_dir() / "results" / f"{digest}.json"
 
-    def _pytest(self, tree: Path, args: tuple[str, ...]) -> list[str]:
-        # `python -m pytest` puts the working directory first on sys.path,
-        # so `import vllm` loads this tree's vllm/, whichever tree it is.
+    def arguments(self, tree: Path, args: tuple[str, ...]) -> list[str]:
+        """pytest's arguments (after `python -m pytest`) for `args` in `tree`."""
         # Paths the tree lacks (a test file a later patch adds) are left out.
         args = tuple(
             a
@@ -241,8 +240,12 @@ class Runner:
             if not a.startswith("tests/") or (tree / a.split("::")[0]).exists()
         )
         deselect = [f"--deselect={test}" for test in self.excluded]
-        cmd = [python(self.venv), "-m", "pytest", "-p", "no:cacheprovider"]
-        return [*cmd, *deselect, *args]
+        return ["-p", "no:cacheprovider", *deselect, *args]
+
+    def _pytest(self, tree: Path, args: tuple[str, ...]) -> list[str]:
+        # `python -m pytest` puts the working directory first on sys.path,
+        # so `import vllm` loads this tree's vllm/, whichever tree it is.
+        return [python(self.venv), "-m", "pytest", *self.arguments(tree, args)]
 
     def collect(self, tree: Path, args: tuple[str, ...], label: str) -> list[str]:
         """The test ids `args` select in `tree` (pytest --collect-only)."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from forktool import checks, pr, results
+from forktool import bench, checks, pr, results
+from forktool.bench import Case
 from forktool.errors import ForkToolError
 from forktool.git import git, identity
 from forktool.results import CheckResult
@@ -157,6 +157,42 @@ def synthetic_results(store: Path, tree: str) -> None:
             {},
             {"report": "### CI impact\n\n| A | B |\n|---|---|\n| 1 | 2 |\n"},
         ),
+        "mutants": (
+            {"mutants": 3, "killed": 2, "survived": 0, "equivalent": 1},
+            {"table": "$ python3 -m forktool mutate\n..."},
+            {
+                "key": "k",
+                "mutants": [
+                    {
+                        "id": "a1",
+                        "file": "pkg/core.py",
+                        "line": 1,
+                        "text": "ZERO = True",
+                        "mutation": "True -> False",
+                        "outcome": "killed",
+                        "detail": "tests/test_core.py::test_zero[a|b]",
+                    },
+                    {
+                        "id": "a2",
+                        "file": "pkg/core.py",
+                        "line": 1,
+                        "text": "ZERO = True",
+                        "mutation": "assignment deleted",
+                        "outcome": "killed",
+                        "detail": "checks/c.py::d",
+                    },
+                    {
+                        "id": "a3",
+                        "file": "pkg/core.py",
+                        "line": 2,
+                        "text": "n = 1",
+                        "mutation": "1 -> 2",
+                        "outcome": "equivalent",
+                        "detail": "no test asks about 2",
+                    },
+                ],
+            },
+        ),
         "planner-fuzz": ({"passed": 4}, {}, {}),
         "fuzz-catches-base": ({"violations": 3}, {}, {}),
         "overrides": (
@@ -205,6 +241,7 @@ def make_kit(fork: Path, store: Path, out: Path, signer=None, partial=False) -> 
         signer,
         partial,
         lambda fork, text: None,
+        ("tests/test_core.py", "-k", "zero"),
     )
 
 
@@ -254,6 +291,7 @@ def test_renders_the_kit_from_a_results_set(fork, tmp_path):
     assert "[PATCH 0/2] [Core] Keep KV cache zeroing" in cover
     assert "1203 passed" in cover and "<details>" not in cover
     assert os.access(out / "apply-to-vllm.sh", os.X_OK)
+    assert (out / "preimages.pack").stat().st_size > 0
 
 
 def test_refuses_missing_results_and_writes_nothing(fork, tmp_path):
@@ -310,49 +348,6 @@ def test_signoff_resigns_the_kit_only(fork, tmp_path):
         assert NEUTRAL not in text
 
 
-def run_script(kit: Path, clone: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **identity(SIGNER), "GIT_CONFIG_GLOBAL": os.devnull}
-    return subprocess.run(
-        ["bash", str(kit / "apply-to-vllm.sh"), *args],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-
-
-def state(clone: Path) -> str:
-    return "".join(
-        git(clone, *args).stdout
-        for args in (("rev-parse", "HEAD"), ("branch", "-a"), ("status", "--porcelain"))
-    )
-
-
-def test_apply_script_applies_then_refuses_a_changed_file(fork, tmp_path):
-    store, kit = tmp_path / "results", tmp_path / "kit"
-    synthetic_results(store, results.fork_tree(fork))
-    make_kit(fork, store, kit)
-    # Upstream's history differs from the fork's, its files at the tag do not.
-    upstream = new_repo(tmp_path / "vllm")
-    commit(upstream, {"README": "older\n"}, "history")
-    commit(upstream, BASE_FILES, "release", tag="v0.1")
-    commit(upstream, {"pkg/core.py": "ZERO = None\n"}, "later work on main")
-
-    done = run_script(kit, upstream)
-    assert done.returncode == 0, done.stderr
-    assert "applied 2 patches on branch kv-cache-zeroing-pp" in done.stdout
-    assert (upstream / "pkg" / "core.py").read_text() == "ZERO = True\n"
-    assert git(upstream, "log", "-1", "--format=%s").stdout.strip() == "[Test] Pin it"
-
-    git(upstream, "checkout", "-q", "main")
-    before = state(upstream)
-    refused = run_script(kit, upstream, "main", "again")  # main changed core.py
-    assert refused.returncode == 1
-    assert "pkg/core.py (base: " in refused.stderr
-    assert "pkg/other.py" not in refused.stderr
-    assert state(upstream) == before
-
-
 def test_a_failed_check_is_said_so(fork, tmp_path):
     store, out = tmp_path / "results", tmp_path / "kit"
     synthetic_results(store, results.fork_tree(fork))
@@ -365,25 +360,34 @@ def test_a_failed_check_is_said_so(fork, tmp_path):
     assert "| — | 1 passed, 1 failed |" in text
 
 
-def test_renders_a_bench_result_when_there_is_one(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    tree = results.fork_tree(fork)
-    synthetic_results(store, tree)
-    bench = CheckResult(
+def bench_result(tree: str, aa: list[float]) -> CheckResult:
+    """A bench result of one mixed case: fork/base 1.004, A/A ratios `aa`."""
+
+    def answers(step_us: list[float]) -> list[dict]:
+        return [{"cpu_ns": [t * 1000], "zero_ids": [0]} for t in step_us]
+
+    runs = {"base": answers([100] * 3), "fork": answers([100.4] * 3)}
+    row = bench.summarise(Case("mixed", "decode", 64), {**runs, "base-aa": answers(aa)})
+    return CheckResult(
         "bench",
         True,
         tree,
         "0.1",
         "python3 -m forktool bench",
-        excerpts={
-            "goals": "PASS  mixed: fork/base 1.004",
-            "table": "config  fork/base\nmixed   1.004",
-        },
+        excerpts={"goals": "as printed", "table": "config  fork/base\nmixed   1.004"},
+        data={"rows": [row]},
     )
-    results.write(store, bench)
+
+
+def test_renders_a_bench_result_when_there_is_one(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    tree = results.fork_tree(fork)
+    synthetic_results(store, tree)
+    results.write(store, bench_result(tree, [100, 100.5, 99.5]))
     make_kit(fork, store, out)
     text = (out / "description.md").read_text()
-    assert "(goals met)" in text and "PASS  mixed: fork/base 1.004" in text
+    assert "(goals met)" in text
+    assert "PASS          mixed: fork/base over all 1 cases 1.004" in text
     assert "mixed   1.004" in text  # the table, collapsed
     assert "Benchmark: not measured" not in text
 
@@ -406,3 +410,49 @@ def test_renders_only_checks_of_the_registry(fork, tmp_path, monkeypatch):
     monkeypatch.setattr(pr, "load_results", lambda *a: Watched(load(*a)))
     make_kit(fork, store, out)
     assert {check.name for check in asked} == {*pr.REQUIRED, "bench"}
+
+
+def test_a_bench_result_the_noise_cannot_support_is_inconclusive(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    tree = results.fork_tree(fork)
+    synthetic_results(store, tree)
+    results.write(store, bench_result(tree, [66, 152, 100]))  # once said PASS
+    make_kit(fork, store, out)
+    text = (out / "description.md").read_text()
+    assert "(inconclusive: the A/A noise is wider than a goal's margin" in text
+    assert "INCONCLUSIVE  mixed: fork/base over all 1 cases 1.004" in text
+    assert "goals met" not in text
+
+
+def test_renders_the_mutants_counts_and_each_mutant(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    synthetic_results(store, results.fork_tree(fork))
+    make_kit(fork, store, out)
+    text = (out / "description.md").read_text()
+    assert "### Mutation testing of the lines the series adds" in text
+    assert "3 mutants, 2 killed, 0 survived, 1 equivalent" in text
+    assert "<summary>Each mutant</summary>" in text
+    assert (
+        "| `pkg/core.py:1` | True -> False | killed | "
+        "tests/test_core.py::test_zero[a\\|b] |" in text
+    )
+    assert "| `pkg/core.py:2` | 1 -> 2 | equivalent | no test asks about 2 |" in text
+
+
+def test_mutants_that_could_not_run_say_why(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    tree = results.fork_tree(fork)
+    synthetic_results(store, tree)
+    failed = CheckResult(
+        "mutants",
+        False,
+        tree,
+        "0.1",
+        "python3 -m forktool test",
+        excerpts={"error": "the regression selection does not pass"},
+    )
+    results.write(store, failed)
+    make_kit(fork, store, out)
+    text = (out / "description.md").read_text()
+    assert "Did not run: the regression selection does not pass" in text
+    assert "**Checks that failed on this tree: mutants.**" in text

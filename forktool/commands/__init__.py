@@ -12,6 +12,7 @@ from forktool.commands import (
     export,
     install,
     lock,
+    mutate,
     pr,
     run,
     setup,
@@ -35,6 +36,7 @@ COMMANDS: dict[str, Command] = {
         cache,
         pr,
         bench,
+        mutate,
     )
 }
 

@@ -9,6 +9,7 @@ from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.pr import make_kit
 from forktool.pr.lint import markdownlint
+from forktool.upstream import Selection
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
@@ -24,6 +25,7 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
             args.signoff,
             args.allow_partial,
             markdownlint,
+            Selection.load(LAYOUT.selection).regression,
         )
     )
     return 0
@@ -48,10 +50,12 @@ COMMAND = Command(
     "write build/pr/: PR description, series, apply-to-vllm.sh",
     "Render the upstream PR kit from the results `setup` and `test` wrote to "
     "build/results/: description.md (vLLM's PR template, checked with vLLM's "
-    "markdownlint settings), series/ (format-patch with a cover letter) and "
-    "apply-to-vllm.sh. It refuses, writing nothing, when a result is missing "
-    "or was measured on another tree than the fork's HEAD, and names the "
-    "command that refreshes it. Writes: build/pr/ only; never patches/.",
+    "markdownlint settings), series/ (format-patch with a cover letter), "
+    "apply-to-vllm.sh (git am -3 of each patch on a new branch at any ref) and "
+    "preimages.pack (the blobs it merges from). It refuses, writing nothing, "
+    "when a result is missing or was measured on another tree than the fork's "
+    "HEAD, and names the command that refreshes it. Writes: build/pr/ only; "
+    "never patches/.",
     run,
     options,
 )

@@ -9,14 +9,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from forktool import checks, ci_impact, matrix, precommit
+from forktool import checks, ci_impact, matrix, mutate, precommit
 from forktool.commands import export
 from forktool.commands.command import Command
 from forktool.commands.prepare import prepare, run_checks, runner
+from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.results import Measured
-from forktool.upstream import Selection, parse_junit, test_env
+from forktool.upstream import Runner, Selection, parse_junit, test_env
 from forktool.venv import python
 
 
@@ -33,6 +34,9 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
         checks.REGRESSION_MATRIX: lambda: matrix.regression_matrix(
             LAYOUT, tests, selection, pins.author
         ),
+        # Its baseline, the unmutated fork, is the matrix's run at the head,
+        # from the cache.
+        checks.MUTANTS: lambda: _mutants(tests, selection),
         checks.GPU_ONLY: lambda: matrix.gpu_only_skipped(LAYOUT.fork, tests, selection),
         checks.CI_CHECKERS: lambda: ci_impact.run_checkers(LAYOUT.fork, python(venv)),
         checks.CI_IMPACT: lambda: _ci_impact(venv),
@@ -77,6 +81,18 @@ def _pytest(venv: Path, *args: str) -> Measured:
     return Measured(code == 0, dict(counts), {"output": f"$ {shown}\n{tail}"})
 
 
+def _mutants(tests: Runner, selection: Selection) -> Measured:
+    """Mutation testing; a selection failing on the unmutated fork (which the
+    matrix reports too) fails the check rather than stopping `test`."""
+    try:
+        return mutate.mutation_testing(
+            LAYOUT.fork, LAYOUT.trees, tests, selection, LAYOUT.results
+        )
+    except ForkToolError as e:
+        print(f"mutation testing: FAILED: {e}")
+        return Measured(False, excerpts={"error": str(e)})
+
+
 def _fuzz_catches_base(venv: Path) -> Measured:
     """The fuzz's invariants, with the pristine base as the candidate, must fail."""
     cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", "fuzz", "-s"]
@@ -103,12 +119,13 @@ COMMAND = Command(
     "test",
     "everything setup does, plus every check CI runs",
     "Everything setup does (the venv's self-check first), then the tool's "
-    "tests, the GPU-only tests "
+    "tests, mutation testing of the series' added lines (after the regression "
+    "matrix), the GPU-only tests "
     "(collected, skipped here), vLLM's CI checkers and pre-commit, the CI "
     "impact report, the out-of-tree override checks, the planner fuzz, and "
     "vLLM's CPU selection on the fork (the pristine base runs only what does "
     "not pass there); prints a summary with each phase's time. Refuses what "
     "sync refuses. Writes what setup writes, and one result per check in "
-    "build/results/ (what `pr` renders).",
+    "build/results/ (what `pr` renders), and build/trees/mutate-*.",
     run,
 )

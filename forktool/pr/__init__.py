@@ -6,9 +6,11 @@
                        numbers of build/results/ (written by `setup` and `test`)
     series/            git format-patch --cover-letter base..HEAD; the cover
                        letter's body is the description as plain text
-    apply-to-vllm.sh   run in a clone of vllm-project/vllm: checks that every
-                       file the series touches is at the base's blob there,
-                       then `git am -3` on a new branch
+    apply-to-vllm.sh   run in a clone of vllm-project/vllm: `git am -3` of
+                       each patch on a new branch at any ref, saying how
+                       each applied or where it stopped
+    preimages.pack     the blobs the patches were made against, which
+                       `git am -3` merges from
 
 Numbers come only from results measured on the fork's current tree; a
 missing or stale result stops the command before it writes anything.
@@ -94,8 +96,13 @@ def make_kit(
     signer: str | None,
     allow_partial: bool,
     lint: Callable[[Path, str], None],
+    tests: tuple[str, ...],
 ) -> str:
-    """Render, lint, then write build/pr/; any error before that writes nothing."""
+    """Render, lint, then write build/pr/; any error before that writes nothing.
+
+    `tests`: the pytest arguments of the series' regression tests, which the
+    apply script prints for the upstream clone.
+    """
     if not (fork / ".git").exists():
         raise ForkToolError(
             f"no fork tree at {fork} and so no results to render; run "
@@ -126,11 +133,11 @@ def make_kit(
         out,
         description,
         prose["title"],
-        version,
         head,
         signer or neutral,
         f"v{version}",
         prose["branch"],
+        tests,
     )
     missing = sorted(check.name for check, got in found.items() if got is None)
     return f"wrote {out}" + (

@@ -1,8 +1,10 @@
-"""Writing the kit: the series re-signed, format-patch, apply-to-vllm.sh."""
+"""Writing the kit: the series re-signed, format-patch, apply-to-vllm.sh and
+the blobs it merges from (preimages.pack)."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -67,14 +69,25 @@ def format_series(
     cover.write_text(text.replace("*** BLURB HERE ***", body.rstrip(), 1))
 
 
-def touched_blobs(fork: Path) -> list[tuple[str, str]]:
-    """(blob id at base or "absent", path) for every file the series touches."""
-    paths = git(fork, "diff", "--name-only", "--no-renames", SERIES).stdout.splitlines()
-    blobs = []
-    for path in paths:
-        entry = git(fork, "ls-tree", BASE_TAG, "--", path).stdout.split()
-        blobs.append((entry[2] if entry else "absent", path))
-    return blobs
+def preimage_blobs(fork: Path) -> list[str]:
+    """The blob each patch changes or deletes, as the fork had it before that
+    patch: what `git am -3` needs to merge a patch onto files that differ."""
+    diff = git(fork, "log", "--format=", "--raw", "--no-abbrev", "--no-renames", SERIES)
+    # ":100644 100644 <before> <after> M\t<path>"
+    blobs = {line.split()[2] for line in diff.stdout.splitlines() if line}
+    return sorted(b for b in blobs if set(b) != {"0"})
+
+
+def pack_blobs(fork: Path, blobs: list[str], out: Path) -> None:
+    """`blobs` as one self-contained pack file, `out`."""
+    packed = git(
+        fork,
+        "pack-objects",
+        "--stdout",
+        input="".join(f"{b}\n" for b in blobs).encode(),
+        binary=True,
+    )
+    out.write_bytes(packed.stdout)
 
 
 APPLY = r"""#!/usr/bin/env bash
@@ -83,15 +96,20 @@ APPLY = r"""#!/usr/bin/env bash
 #
 #   bash /path/to/build/pr/apply-to-vllm.sh [REF] [BRANCH]
 #
-# REF (default: @@REF@@) must hold every file the series touches exactly as
-# the fork's base (vLLM @@VERSION@@ from PyPI) has it, by blob id; otherwise
-# the script names the files that differ and stops, the clone untouched.
-# Then it creates BRANCH (default: @@BRANCH@@) at REF and runs `git am -3`.
+# It creates BRANCH (default: @@BRANCH@@) at REF (default: @@REF@@, the
+# release the series was made on; main works too) and applies the patches
+# there one by one with `git am -3`, saying for each whether it applied as
+# is, with a 3-way merge (its files changed or moved at REF), or stopped on
+# a conflict, with the commands that finish or abort. Only the new branch
+# moves: it refuses a clone with uncommitted changes or a git operation in
+# progress. preimages.pack holds the blobs the patches were made against;
+# it is unpacked into the clone so that git can merge them.
 set -euo pipefail
 
 ref=${1:-@@REF@@}
 branch=${2:-@@BRANCH@@}
 kit=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+tests=@@TESTS@@
 
 die() { echo "apply-to-vllm: $*" >&2; exit 1; }
 
@@ -105,53 +123,64 @@ fi
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
   die "the clone has uncommitted changes; commit or stash them first"
 fi
-if [ -d "$(git rev-parse --git-path rebase-apply)" ]; then
-  die "a git am or rebase is in progress here; finish or abort it first"
-fi
-
-# blob id at the fork's base ("absent": the series adds the file) <TAB> path
-differ=()
-while IFS=$'\t' read -r want path; do
-  have=$(git rev-parse -q --verify "$ref:$path" 2>/dev/null || echo absent)
-  if [ "$have" != "$want" ]; then
-    differ+=("$path (base: $want, $ref: $have)")
+for op in rebase-apply rebase-merge MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD; do
+  if [ -e "$(git rev-parse --git-path "$op")" ]; then
+    die "a git operation ($op) is in progress here; finish or abort it first"
   fi
-done <<'BLOBS'
-@@BLOBS@@
-BLOBS
-if [ "${#differ[@]}" -gt 0 ]; then
-  echo "apply-to-vllm: $ref differs from vLLM @@VERSION@@ in files the series" \
-    "touches; nothing was changed:" >&2
-  printf '  %s\n' "${differ[@]}" >&2
-  exit 1
-fi
+done
 
-git checkout -q -b "$branch" "$ref"
+start=$(git symbolic-ref -q --short HEAD || git rev-parse HEAD)
 patches=("$kit"/series/[0-9][0-9][0-9][0-9]-*.patch)
-git am -3 --keep-non-patch "${patches[@]:1}" || {
-  echo "apply-to-vllm: git am stopped; see above. To undo:" \
-    "git am --abort && git checkout - && git branch -D $branch" >&2
+patches=("${patches[@]:1}") # the first is the cover letter
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+git unpack-objects -q <"$kit/preimages.pack"
+git checkout -q -b "$branch" "$ref"
+echo "apply-to-vllm: on the new branch $branch at $ref (you were on $start)"
+for i in "${!patches[@]}"; do
+  patch=${patches[$i]}
+  how="applied with a 3-way merge"
+  if git apply --check "$patch" 2>/dev/null; then how="applied as is"; fi
+  if git am -3 --keep-non-patch "$patch" >"$log" 2>&1; then
+    echo "  $(basename "$patch"): $how"
+    continue
+  fi
+  # Start over from this patch with the rest of the series queued, so that
+  # `git am --continue` applies the rest once this one is resolved.
+  git am --abort >/dev/null 2>&1 || true
+  git am -3 --keep-non-patch "${patches[@]:$i}" >"$log" 2>&1 || true
+  echo "  $(basename "$patch"): stopped; git am said:"
+  sed 's/^/    /' "$log"
+  conflicts=$(git diff --name-only --diff-filter=U)
+  echo "  conflicting files: ${conflicts:-none (the patch did not apply; see above)}"
+  echo "  not applied yet: $((${#patches[@]} - i)) of ${#patches[@]} patches"
+  echo "To finish: resolve the conflicts, git add the files, then"
+  echo "  git am --continue   # applies the rest, stopping again at a conflict"
+  echo "and run the series' regression tests from this clone:"
+  echo "  $tests"
+  echo "To abort, back where you were:"
+  echo "  git am --abort && git checkout -q $start && git branch -D $branch"
   exit 1
-}
-echo "applied $((${#patches[@]} - 1)) patches on branch $branch (from $ref)"
+done
+echo "applied ${#patches[@]} patches on the new branch $branch (from $ref)"
+echo "The series' regression tests, from this clone (on a CPU-only machine"
+echo "with VLLM_TARGET_DEVICE=cpu CUDA_VISIBLE_DEVICES=''):"
+echo "  $tests"
 """
 
 
-def apply_script(
-    blobs: list[tuple[str, str]], version: str, ref: str, branch: str
-) -> str:
-    for _, path in blobs:
-        if "\t" in path or "\n" in path:
-            raise ForkToolError(
-                f"the series touches a path the script cannot list: {path!r}"
-            )
-    table = "\n".join(f"{blob}\t{path}" for blob, path in blobs)
+def apply_script(ref: str, branch: str, tests: tuple[str, ...]) -> str:
+    """The script, `tests` the pytest arguments of the series' regression tests."""
+    command = shlex.join(["python", "-m", "pytest", *tests])
     return (
-        APPLY.replace("@@BLOBS@@", table)
-        .replace("@@VERSION@@", version)
-        .replace("@@REF@@", ref)
+        APPLY.replace("@@REF@@", ref)
         .replace("@@BRANCH@@", branch)
+        .replace("@@TESTS@@", shlex.quote(command))
     )
+
+
+# --- the kit ------------------------------------------------------------------------
 
 
 def write_kit(
@@ -159,11 +188,11 @@ def write_kit(
     out: Path,
     description: str,
     subject: str,
-    version: str,
     head: str,
     sender: str,
     ref: str,
     branch: str,
+    tests: tuple[str, ...],
 ) -> None:
     """Write the kit to a sibling directory, then move it over `out`."""
     partial = out.with_name(f".{out.name}.partial")
@@ -174,8 +203,9 @@ def write_kit(
         (partial / "title.txt").write_text(subject + "\n")
         series = partial / "series"
         format_series(fork, head, series, subject, plain_text(description), sender)
+        pack_blobs(fork, preimage_blobs(fork), partial / "preimages.pack")
         script = partial / "apply-to-vllm.sh"
-        script.write_text(apply_script(touched_blobs(fork), version, ref, branch))
+        script.write_text(apply_script(ref, branch, tests))
         script.chmod(0o755)
         old = out.with_name(f".{out.name}.old")
         shutil.rmtree(old, ignore_errors=True)

@@ -11,7 +11,7 @@ import shlex
 from collections import Counter
 from typing import Any
 
-from forktool import checks
+from forktool import bench, checks
 from forktool.checks import Check
 from forktool.results import CheckResult
 
@@ -286,23 +286,67 @@ def overrides_block(overrides: CheckResult | None) -> str:
     )
 
 
-def bench_block(bench: CheckResult | None, prose: dict[str, Any]) -> str:
+BENCH_HEADLINE = {
+    "PASS": "goals met",
+    "FAIL": "goals NOT met",
+    bench.INCONCLUSIVE: "inconclusive: the A/A noise is wider than a goal's "
+    "margin, so this run supports no performance claim either way",
+}
+
+
+def bench_block(measured: CheckResult | None, prose: dict[str, Any]) -> str:
     lines = [
         "### Performance of the trade-off\n",
         prose["tradeoff_cost"].strip() + "\n",
     ]
-    if bench is None:
+    if measured is None:
         lines.append(f"Benchmark: {NOT_MEASURED}; no performance claim is made.\n")
         return "\n".join(lines)
+    # The verdicts as bench.goals gives them now, from the measured numbers.
+    verdicts = bench.goals(measured.data["rows"])
     lines.append(
-        f"Measured by `{bench.command}` on {bench.date} "
-        f"({'goals met' if bench.ok else 'goals NOT met'}):\n"
+        f"Measured by `{measured.command}` on {measured.date} "
+        f"({BENCH_HEADLINE[bench.overall(verdicts)]}):\n"
     )
-    if "goals" in bench.excerpts:
-        lines.append(fence(bench.excerpts["goals"]) + "\n")
-    elif bench.counts:
-        lines.append(", ".join(f"{k}: {v}" for k, v in bench.counts.items()) + "\n")
-    for name, text in bench.excerpts.items():
+    lines.append(fence(bench.summary(verdicts)) + "\n")
+    for name, text in measured.excerpts.items():
         if name != "goals":
             lines.append(collapsed(name, fence(text)) + "\n")
     return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    """`text` for a Markdown table cell."""
+    return one_line(text).replace("|", "\\|") or "—"
+
+
+def mutants_block(mutants: CheckResult | None) -> str:
+    """Mutation testing of the series' added lines: the counts, and each
+    mutant in a collapsed table."""
+    title = "### Mutation testing of the lines the series adds\n"
+    if mutants is None:
+        return f"{title}\n{NOT_MEASURED}.\n"
+    rows = mutants.data.get("mutants")
+    if rows is None:  # it could not run (the selection failed unmutated)
+        why = one_line(mutants.excerpts.get("error", "")) or "no mutants recorded"
+        return f"{title}\nDid not run: {why}\n"
+    tally = Counter(row["outcome"] for row in rows)
+    table = [
+        "| File:line | Mutation | Outcome | Killed by (or why equivalent) |",
+        "| --- | --- | --- | --- |",
+        *(
+            f"| `{row['file']}:{row['line']}` | {_cell(row['mutation'])} | "
+            f"{row['outcome']} | {_cell(row['detail'])} |"
+            for row in rows
+        ),
+    ]
+    return (
+        f"{title}\nEach line the series adds under `vllm/`, mutated one plausible "
+        "mistake at a time (`and`/`or`, comparisons, constants, deleted "
+        "statements, replaced return values), against the series' regression "
+        f"tests, then the fork's own checks: {len(rows)} mutants, "
+        f"{tally['killed']} killed, {tally['survived']} survived, "
+        f"{tally['equivalent']} equivalent (no test can tell them apart; "
+        f"each with its reason). Measured by `{mutants.command}` on "
+        f"{mutants.date}.\n\n" + collapsed("Each mutant", "\n".join(table)) + "\n"
+    )
