@@ -262,8 +262,14 @@ def test_renders_the_kit_from_a_results_set(fork, tmp_path):
         "| Regression tests of the series (its test files on the base's code) "
         "| 1 passed, 2 failed | 3 passed |" in text
     )
-    assert "0001: 4 passed; 0002: 4 passed" in text
-    assert "(not in the PR; run the same way) | 1 failed | 1 passed |" in text
+    # The Validation table holds what a reviewer reruns from the PR branch;
+    # the fork's own checks sit below it, collapsed, with their commands.
+    validation, fork_own = text.split("The fork's own checks (not in this PR)")
+    assert "0001: 3 passed; 0002: 3 passed" in validation
+    assert "checks/" not in validation and "planner fuzz" not in validation
+    assert "copies of the decision (`checks/`) | 1 failed | 1 passed |" in fork_own
+    assert "0001: 1 passed; 0002: 1 passed" in fork_own
+    assert "python3 -m forktool mutate" in fork_own
     assert (
         "| 1207 collected; not run, as every test passes on the fork "
         "| 1203 passed, 7 skipped (3 added by the series, 0 lost) |" in text
@@ -274,8 +280,8 @@ def test_renders_the_kit_from_a_results_set(fork, tmp_path):
     assert "no pass is claimed" in text and "Need 2 GPUs" in text
     assert "CUDA_VISIBLE_DEVICES=0,1" in text and "-k test_pp_mixed" in text
     assert "Benchmark: not measured" in text
-    assert "`__dict__` lookup) | 1 passed, 1 failed | 2 passed |" in text
-    assert "replace  ok  ok" in text  # the override table, as measured
+    assert "`__dict__` lookup) | 1 passed, 1 failed | 2 passed |" in fork_own
+    assert "replace  ok  ok" in fork_own  # the override table, as measured
     assert "Sign-off still to do" in text
     assert "- [x] AI assistance was used" in text
     assert "- [ ] I ran the checklist skill." in text
@@ -429,7 +435,7 @@ def test_renders_the_mutants_counts_and_each_mutant(fork, tmp_path):
     synthetic_results(store, results.fork_tree(fork))
     make_kit(fork, store, out)
     text = (out / "description.md").read_text()
-    assert "### Mutation testing of the lines the series adds" in text
+    assert "**Mutation testing of the lines the series adds**" in text
     assert "3 mutants, 2 killed, 0 survived, 1 equivalent" in text
     assert "<summary>Each mutant</summary>" in text
     assert (

@@ -8,6 +8,7 @@ from typing import Any
 
 from forktool import checks
 from forktool.errors import ForkToolError
+from forktool.pr.fork_checks import fork_checks_section
 from forktool.pr.sections import (
     NOT_MEASURED,
     Found,
@@ -16,10 +17,8 @@ from forktool.pr.sections import (
     counts_text,
     gpu_block,
     matrix_rows,
-    mutants_block,
     one_line,
     other_rows,
-    overrides_block,
     precommit_block,
     spaced_tables,
     suite_rows,
@@ -93,10 +92,9 @@ def validation(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
         verdict,
         "\n".join(table) + "\n",
         evidence,
-        mutants_block(found[checks.MUTANTS]),
         precommit_block(found[checks.PRE_COMMIT]),
-        overrides_block(found[checks.OVERRIDES]),
         ci + "\n",
+        fork_checks_section(found),
         gpu_block(gpu, prose),
         bench_block(found[checks.BENCH], prose),
     ]

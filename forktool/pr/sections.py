@@ -69,26 +69,10 @@ def matrix_rows(matrix: CheckResult | None) -> tuple[list[str], str]:
             f"| Regression tests of the series | {NOT_MEASURED} | {NOT_MEASURED} |"
         ], ""
     columns = matrix.data["columns"]
-    head = max(c for c in columns if c != "base+tests")
-    rows = []
-    for what, fork_checks in (
-        ("Regression tests of the series (its test files on the base's code)", False),
-        ("The fork's own deeper checks (not in the PR; run the same way)", True),
-    ):
-        base = _column_counts(columns["base+tests"], fork_checks)
-        if base:
-            rows.append(
-                f"| {what} | {counts_text(base)} | "
-                f"{counts_text(_column_counts(columns[head], fork_checks))} |"
-            )
-    rows.append(
-        "| Both, at each patch (bisectable) | — | "
-        + "; ".join(
-            f"{c}: {counts_text(_column_counts(columns[c]))}"
-            for c in sorted(columns)
-            if c != "base+tests"
-        )
-        + " |"
+    rows = matrix_table_rows(
+        columns,
+        "Regression tests of the series (its test files on the base's code)",
+        fork_checks=False,
     )
     parts = ["### The failure before the fix, and the fix\n"]
     for side, title in (
@@ -111,6 +95,24 @@ def matrix_rows(matrix: CheckResult | None) -> tuple[list[str], str]:
         + "\n"
     )
     return rows, "\n".join(parts)
+
+
+def matrix_table_rows(
+    columns: dict[str, Any], what: str, fork_checks: bool
+) -> list[str]:
+    """Base against the series' head, then each patch (bisectable), for the
+    series' tests or (`fork_checks`) this repository's checks/."""
+    head = max(c for c in columns if c != "base+tests")
+    at_each = "; ".join(
+        f"{c}: {counts_text(_column_counts(columns[c], fork_checks))}"
+        for c in sorted(columns)
+        if c != "base+tests"
+    )
+    return [
+        f"| {what} | {counts_text(_column_counts(columns['base+tests'], fork_checks))}"
+        f" | {counts_text(_column_counts(columns[head], fork_checks))} |",
+        f"| The same, at each patch (bisectable) | — | {at_each} |",
+    ]
 
 
 def _column_counts(
@@ -155,20 +157,8 @@ def outcome_text(outcomes: dict[str, str]) -> str:
 
 
 def other_rows(found: Found) -> list[str]:
+    """vLLM's own tools on the files and steps the series changes."""
     rows = []
-    fuzz, caught = found[checks.PLANNER_FUZZ], found[checks.FUZZ_CATCHES_BASE]
-    rows.append(
-        "| Differential planner fuzz (Hypothesis), invariants of the fix | "
-        + (
-            f"{caught.counts.get('violations', 0)} invariant violations "
-            f"({'found' if caught.ok else 'NOT found'})"
-            if caught
-            else NOT_MEASURED
-        )
-        + " | "
-        + (counts_text(fuzz.counts) if fuzz else NOT_MEASURED)
-        + " |"
-    )
     hooks = found[checks.PRE_COMMIT]
     rows.append(
         "| vLLM pre-commit on the files the series changes | — | "
@@ -180,16 +170,6 @@ def other_rows(found: Found) -> list[str]:
             )
             if hooks
             else NOT_MEASURED
-        )
-        + " |"
-    )
-    overrides = found[checks.OVERRIDES]
-    rows.append(
-        "| Out-of-tree overrides of `needs_kv_cache_zeroing` (replace, wrap "
-        "`fget`, `__dict__` lookup) | "
-        + " | ".join(
-            outcome_text(overrides.data[tree]) if overrides else NOT_MEASURED
-            for tree in ("base", "fork")
         )
         + " |"
     )
@@ -274,18 +254,6 @@ def gpu_block(gpu: CheckResult | None, prose: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def overrides_block(overrides: CheckResult | None) -> str:
-    if overrides is None:
-        return ""
-    return (
-        collapsed(
-            "Out-of-tree override checks, vLLM as released against this series",
-            fence(f"$ {overrides.command}\n{overrides.data['table']}"),
-        )
-        + "\n"
-    )
-
-
 BENCH_HEADLINE = {
     "PASS": "goals met",
     "FAIL": "goals NOT met",
@@ -313,40 +281,3 @@ def bench_block(measured: CheckResult | None, prose: dict[str, Any]) -> str:
         if name != "goals":
             lines.append(collapsed(name, fence(text)) + "\n")
     return "\n".join(lines)
-
-
-def _cell(text: str) -> str:
-    """`text` for a Markdown table cell."""
-    return one_line(text).replace("|", "\\|") or "—"
-
-
-def mutants_block(mutants: CheckResult | None) -> str:
-    """Mutation testing of the series' added lines: the counts, and each
-    mutant in a collapsed table."""
-    title = "### Mutation testing of the lines the series adds\n"
-    if mutants is None:
-        return f"{title}\n{NOT_MEASURED}.\n"
-    rows = mutants.data.get("mutants")
-    if rows is None:  # it could not run (the selection failed unmutated)
-        why = one_line(mutants.excerpts.get("error", "")) or "no mutants recorded"
-        return f"{title}\nDid not run: {why}\n"
-    tally = Counter(row["outcome"] for row in rows)
-    table = [
-        "| File:line | Mutation | Outcome | Killed by (or why equivalent) |",
-        "| --- | --- | --- | --- |",
-        *(
-            f"| `{row['file']}:{row['line']}` | {_cell(row['mutation'])} | "
-            f"{row['outcome']} | {_cell(row['detail'])} |"
-            for row in rows
-        ),
-    ]
-    return (
-        f"{title}\nEach line the series adds under `vllm/`, mutated one plausible "
-        "mistake at a time (`and`/`or`, comparisons, constants, deleted "
-        "statements, replaced return values), against the series' regression "
-        f"tests, then the fork's own checks: {len(rows)} mutants, "
-        f"{tally['killed']} killed, {tally['survived']} survived, "
-        f"{tally['equivalent']} equivalent (no test can tell them apart; "
-        f"each with its reason). Measured by `{mutants.command}` on "
-        f"{mutants.date}.\n\n" + collapsed("Each mutant", "\n".join(table)) + "\n"
-    )

@@ -1,0 +1,132 @@
+"""The fork's own checks in the PR description: what upstream would not
+merge and a reviewer cannot rerun from the PR branch (this repository's
+checks/, the planner fuzz, the override patterns, mutation testing), in a
+collapsed section of their own, with the commands that run them."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from forktool import checks
+from forktool.pr.sections import (
+    NOT_MEASURED,
+    Found,
+    collapsed,
+    counts_text,
+    fence,
+    matrix_table_rows,
+    one_line,
+    outcome_text,
+)
+from forktool.results import CheckResult
+
+COMMANDS = """\
+git clone <this fork's repository> && cd <it>
+python3 -m forktool setup    # the regression matrix, checks/ included
+python3 -m forktool test     # everything below, and what the table above shows
+python3 -m forktool mutate   # mutation testing alone"""
+
+
+def fork_checks_section(found: Found) -> str:
+    matrix = found[checks.REGRESSION_MATRIX]
+    rows = (
+        matrix_table_rows(
+            matrix.data["columns"],
+            "Stand-in stages and workers, copies of the decision (`checks/`)",
+            fork_checks=True,
+        )
+        if matrix
+        else [f"| `checks/` | {NOT_MEASURED} | {NOT_MEASURED} |"]
+    )
+    table = [
+        "| Check | Base | This series |",
+        "| --- | --- | --- |",
+        *rows,
+        fuzz_row(found),
+        overrides_row(found[checks.OVERRIDES]),
+    ]
+    body = [
+        "These run from the fork's repository, against vLLM as released and "
+        "the series applied to it; they are not part of this PR.\n",
+        "\n".join(table) + "\n",
+        fence(COMMANDS) + "\n",
+        mutants_block(found[checks.MUTANTS]),
+        overrides_block(found[checks.OVERRIDES]),
+    ]
+    summary = "The fork's own checks (not in this PR), and how to run them"
+    return collapsed(summary, "\n".join(part for part in body if part)) + "\n"
+
+
+def fuzz_row(found: Found) -> str:
+    fuzz, caught = found[checks.PLANNER_FUZZ], found[checks.FUZZ_CATCHES_BASE]
+    on_base = (
+        f"{caught.counts.get('violations', 0)} invariant violations "
+        f"({'found' if caught.ok else 'NOT found'})"
+        if caught
+        else NOT_MEASURED
+    )
+    on_series = counts_text(fuzz.counts) if fuzz else NOT_MEASURED
+    return (
+        "| Differential planner fuzz (Hypothesis), invariants of the fix | "
+        f"{on_base} | {on_series} |"
+    )
+
+
+def overrides_row(overrides: CheckResult | None) -> str:
+    cells = [
+        outcome_text(overrides.data[tree]) if overrides else NOT_MEASURED
+        for tree in ("base", "fork")
+    ]
+    return (
+        "| Out-of-tree overrides of `needs_kv_cache_zeroing` (replace, wrap "
+        f"`fget`, `__dict__` lookup) | {' | '.join(cells)} |"
+    )
+
+
+def overrides_block(overrides: CheckResult | None) -> str:
+    if overrides is None:
+        return ""
+    return (
+        collapsed(
+            "Out-of-tree override checks, vLLM as released against this series",
+            fence(f"$ {overrides.command}\n{overrides.data['table']}"),
+        )
+        + "\n"
+    )
+
+
+def _cell(text: str) -> str:
+    """`text` for a Markdown table cell."""
+    return one_line(text).replace("|", "\\|") or "—"
+
+
+def mutants_block(mutants: CheckResult | None) -> str:
+    """Mutation testing of the series' added lines: the counts, and each
+    mutant in a collapsed table."""
+    title = "**Mutation testing of the lines the series adds**\n"
+    if mutants is None:
+        return f"{title}\n{NOT_MEASURED}.\n"
+    rows = mutants.data.get("mutants")
+    if rows is None:  # it could not run (the selection failed unmutated)
+        why = one_line(mutants.excerpts.get("error", "")) or "no mutants recorded"
+        return f"{title}\nDid not run: {why}\n"
+    tally = Counter(row["outcome"] for row in rows)
+    table = [
+        "| File:line | Mutation | Outcome | Killed by (or why equivalent) |",
+        "| --- | --- | --- | --- |",
+        *(
+            f"| `{row['file']}:{row['line']}` | {_cell(row['mutation'])} | "
+            f"{row['outcome']} | {_cell(row['detail'])} |"
+            for row in rows
+        ),
+    ]
+    return (
+        f"{title}\nEach line the series adds under `vllm/`, mutated one plausible "
+        "mistake at a time (`and`/`or`, comparisons, constants, deleted "
+        "statements, replaced return values), against the series' regression "
+        f"tests, then the fork's own checks: {len(rows)} mutants, "
+        f"{tally['killed']} killed, {tally['survived']} survived, "
+        f"{tally['equivalent']} equivalent (no test can tell them apart; "
+        f"each with its reason). Measured by `{mutants.command}` on "
+        f"{mutants.date}.\n\n" + collapsed("Each mutant", "\n".join(table)) + "\n"
+    )
