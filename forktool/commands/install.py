@@ -17,17 +17,22 @@ from forktool.venv import ensure_venv, install_fork, python
 from forktool.venv_check import self_check
 
 
-def install(pins: Pins) -> tuple[Path, Measured]:
-    """The venv, and what its self-check found."""
+def install(pins: Pins) -> Path:
+    """The venv made from the lock, the fork installed into it."""
     venv = ensure_venv(pins)
     print(f"venv: {venv}")
     install_fork(pins, venv, LAYOUT.fork)
+    return venv
+
+
+def self_checked(venv: Path) -> Measured:
+    """The venv's self-check."""
     print("venv self-check:", flush=True)
-    return venv, self_check(python(venv), lock.LOCK, test_env(LAYOUT.hf_home))
+    return self_check(python(venv), lock.LOCK, test_env(LAYOUT.hf_home))
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
-    if not install(pins)[1]:
+    if not self_checked(install(pins)):
         raise ForkToolError(f"{LAYOUT.venv} failed its self-check (above)")
     return 0
 

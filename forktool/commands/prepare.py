@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from subprocess import DEVNULL, PIPE, Popen
 
 from forktool import hfcache, results
 from forktool.checks import Check
-from forktool.commands.install import install
+from forktool.commands.install import install, self_checked
 from forktool.commands.sync import sync
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
@@ -19,27 +19,18 @@ from forktool.upstream import Runner, Selection, test_env
 
 
 def prepare(pins: Pins) -> tuple[Path, Measured]:
-    """sync + install, both idempotent; show the fork in use; return the venv
-    and its self-check (nothing is shown when that failed)."""
+    """sync + install, both idempotent; the venv's self-check while vLLM
+    shows that it starts from the fork; return the venv and the self-check."""
     sync(pins)
-    venv, checked = install(pins)
-    if not checked:
-        return venv, checked
-    version = subprocess.run(
-        [str(venv / "bin" / "vllm"), "--version"],
-        env=test_env(LAYOUT.hf_home),
-        capture_output=True,
-        text=True,
-    )
-    shown = version.stdout.strip() or version.stderr
-    print(f"vllm --version (from {LAYOUT.fork}): {shown}")
-    serve = subprocess.run(
-        [str(venv / "bin" / "vllm"), "serve", "--help"],
-        env=test_env(LAYOUT.hf_home),
-        capture_output=True,
-    )
-    print(f"vllm serve --help: exit status {serve.returncode}")
-    if version.returncode != 0 or serve.returncode != 0:
+    venv = install(pins)
+    vllm, env = str(venv / "bin" / "vllm"), test_env(LAYOUT.hf_home)
+    version = Popen([vllm, "--version"], env=env, stdout=PIPE, stderr=PIPE, text=True)
+    serve = Popen([vllm, "serve", "--help"], env=env, stdout=DEVNULL, stderr=DEVNULL)
+    checked = self_checked(venv)
+    out, err = version.communicate()
+    print(f"vllm --version (from {LAYOUT.fork}): {out.strip() or err}")
+    print(f"vllm serve --help: exit status {serve.wait()}")
+    if checked and (version.returncode or serve.returncode):
         raise ForkToolError("vllm --version or vllm serve --help failed")
     return venv, checked
 
