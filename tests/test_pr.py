@@ -435,7 +435,7 @@ def test_renders_the_mutants_counts_and_each_mutant(fork, tmp_path):
     synthetic_results(store, results.fork_tree(fork))
     make_kit(fork, store, out)
     text = (out / "description.md").read_text()
-    assert "**Mutation testing of the lines the series adds**" in text
+    assert "Mutation testing of the lines the series adds: each line" in text
     assert "3 mutants, 2 killed, 0 survived, 1 equivalent" in text
     assert "<summary>Each mutant</summary>" in text
     assert (
@@ -460,5 +460,5 @@ def test_mutants_that_could_not_run_say_why(fork, tmp_path):
     results.write(store, failed)
     make_kit(fork, store, out)
     text = (out / "description.md").read_text()
-    assert "Did not run: the regression selection does not pass" in text
+    assert "did not run: the regression selection does not pass" in text
     assert "**Checks that failed on this tree: mutants.**" in text

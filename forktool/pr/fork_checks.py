@@ -103,13 +103,13 @@ def _cell(text: str) -> str:
 def mutants_block(mutants: CheckResult | None) -> str:
     """Mutation testing of the series' added lines: the counts, and each
     mutant in a collapsed table."""
-    title = "**Mutation testing of the lines the series adds**\n"
+    title = "Mutation testing of the lines the series adds"
     if mutants is None:
-        return f"{title}\n{NOT_MEASURED}.\n"
+        return f"{title}: {NOT_MEASURED}.\n"
     rows = mutants.data.get("mutants")
     if rows is None:  # it could not run (the selection failed unmutated)
         why = one_line(mutants.excerpts.get("error", "")) or "no mutants recorded"
-        return f"{title}\nDid not run: {why}\n"
+        return f"{title}: did not run: {why}\n"
     tally = Counter(row["outcome"] for row in rows)
     table = [
         "| File:line | Mutation | Outcome | Killed by (or why equivalent) |",
@@ -121,7 +121,7 @@ def mutants_block(mutants: CheckResult | None) -> str:
         ),
     ]
     return (
-        f"{title}\nEach line the series adds under `vllm/`, mutated one plausible "
+        f"{title}: each line the series adds under `vllm/`, mutated one plausible "
         "mistake at a time (`and`/`or`, comparisons, constants, deleted "
         "statements, replaced return values), against the series' regression "
         f"tests, then the fork's own checks: {len(rows)} mutants, "
