@@ -2,7 +2,7 @@
 and the fork installed into it from source.
 
 uv creates and fills the venv from its cache, hard-linking the files, so a
-second clone costs seconds and no extra disk. The downloads and uv itself
+second clone's venv adds only its compiled bytecode. The downloads and uv itself
 live in the cache shared by the clones; `cache` removes only what no
 clone's pins use.
 """
