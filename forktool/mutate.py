@@ -10,10 +10,14 @@ is left out.
 
 Each mutant is written into a scratch worktree of the fork (one per worker,
 two side by side), where the series' regression selection runs with -x, then
-this repository's checks if it survived: the mutant is killed (by the first
-test that failed), survived, or equivalent (listed with a reason in
-mutants-equivalent.toml, and not run). Outcomes are kept in the results store
-with the fork's tree and the selection, so a rerun runs only new mutants.
+this repository's checks if it survived: the mutant is killed (series) or
+killed (checks only) (by the first test that failed), survived, or equivalent
+(listed with a reason in mutants-equivalent.toml, and not run). The series'
+own tests must guard every line it adds: a mutant only checks/ kills fails
+the check unless its line is listed as GPU-only (`[[mutate.gpu_only]]` in
+upstream-tests.toml, with why no CPU test reaches it). Outcomes are kept in
+the results store with the fork's tree and the selection, so a rerun runs
+only new mutants.
 """
 
 from __future__ import annotations
@@ -240,27 +244,53 @@ def series_mutants(fork: Path) -> list[Mutant]:
     return found
 
 
-def load_equivalents(path: Path) -> dict[tuple[str, str, str], str]:
-    """(file, line text, mutation) -> why no test can tell the mutant apart."""
+def _reasons(
+    path: Path, section: tuple[str, ...], keys: tuple[str, ...]
+) -> dict[tuple[str, ...], str]:
+    """The entries of the array of tables `section` in `path`: their `keys`
+    -> their reason."""
     if not path.exists():
         return {}
     try:
         with path.open("rb") as f:
-            entries = tomllib.load(f).get("equivalent", [])
-        return {(e["file"], e["line"], e["mutation"]): e["reason"] for e in entries}
+            data = tomllib.load(f)
+        for name in section[:-1]:
+            data = data.get(name, {})
+        entries = data.get(section[-1], [])
+        return {tuple(e[k] for k in keys): e["reason"] for e in entries}
     except (OSError, tomllib.TOMLDecodeError, KeyError) as e:
         raise ForkToolError(f"cannot read {path}: {e}") from e
+
+
+def load_equivalents(path: Path) -> dict[tuple[str, ...], str]:
+    """(file, line text, mutation) -> why no test can tell the mutant apart."""
+    return _reasons(path, ("equivalent",), ("file", "line", "mutation"))
+
+
+def load_gpu_only(path: Path) -> dict[tuple[str, ...], str]:
+    """(file, line text) -> why no CPU test can reach that line."""
+    return _reasons(path, ("mutate", "gpu_only"), ("file", "line"))
 
 
 # --- running ----------------------------------------------------------------------
 
 
+KILLED_SERIES = "killed (series)"
+KILLED_CHECKS = "killed (checks only)"
+
+
 @dataclass(frozen=True)
 class Outcome:
-    outcome: str
-    """killed, survived or equivalent."""
+    kind: str
+    """KILLED_SERIES (by the regression selection), KILLED_CHECKS (only by
+    checks/), survived or equivalent."""
     detail: str = ""
     """The killing test, or why the mutant is equivalent."""
+
+    @property
+    def outcome(self) -> str:
+        """killed, survived or equivalent."""
+        return self.kind.split()[0]
 
 
 def _runs(selection: Selection) -> list[tuple[tuple[str, ...], tuple[Path, ...]]]:
@@ -328,7 +358,7 @@ def classify(
     original = target.read_text()
     target.write_text(mutant.source)
     try:
-        for args, inputs in _runs(selection):
+        for n, (args, inputs) in enumerate(_runs(selection)):
             result = None
             if mutant.function:
                 result = server.run(mutant, ("-x", *args), log)
@@ -336,7 +366,7 @@ def classify(
                 result = server.runner.run(server.tree, ("-x", *args), label, inputs)
             killer = first_failure(result, log)
             if killer:
-                return Outcome("killed", killer)
+                return Outcome(KILLED_CHECKS if n else KILLED_SERIES, killer)
         return Outcome("survived")
     finally:
         target.write_text(original)
@@ -408,14 +438,15 @@ def selection_key(selection: Selection, runner: Runner) -> str:
 
 
 def cached(store: Path, tree: str, key: str) -> dict[str, Outcome]:
-    """The outcomes measured on this tree with this selection, by mutant id."""
+    """The outcomes measured on this tree with this selection, by mutant id
+    (a row without a kind, from an older forktool, runs again)."""
     old = results.read(store, MUTANTS.name)
     if old is None or old.tree != tree or old.data.get("key") != key:
         return {}
     return {
-        m["id"]: Outcome(m["outcome"], m["detail"])
+        m["id"]: Outcome(m["kind"], m["detail"])
         for m in old.data["mutants"]
-        if m["outcome"] != "equivalent"
+        if m.get("kind", "equivalent") != "equivalent"
     }
 
 
@@ -423,14 +454,14 @@ def cached(store: Path, tree: str, key: str) -> dict[str, Outcome]:
 
 
 def _row(mutant: Mutant, outcome: Outcome) -> str:
-    return f"{mutant.path}:{mutant.line}  {mutant.mutation}  {outcome.outcome}" + (
+    return f"{mutant.path}:{mutant.line}  {mutant.mutation}  {outcome.kind}" + (
         f"  {outcome.detail}" if outcome.detail else ""
     )
 
 
 def table(found: list[tuple[Mutant, Outcome]]) -> str:
     heads = ("file:line", "mutation", "outcome", "killed by / why equivalent")
-    rows = [(f"{m.path}:{m.line}", m.mutation, o.outcome, o.detail) for m, o in found]
+    rows = [(f"{m.path}:{m.line}", m.mutation, o.kind, o.detail) for m, o in found]
     widths = [*(max(len(r[i]) for r in [heads, *rows]) for i in range(3)), 0]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
@@ -438,19 +469,40 @@ def table(found: list[tuple[Mutant, Outcome]]) -> str:
     )
 
 
-def counts(
-    found: list[tuple[Mutant, Outcome]], checks: tuple[str, ...]
-) -> dict[str, int]:
-    tally = Counter(o.outcome for _, o in found)
-    prefixes = tuple(f"{c.rstrip('/')}/" for c in checks) or ("\0",)
-    by_checks = sum(
-        o.outcome == "killed" and o.detail.startswith(prefixes) for _, o in found
-    )
+def counts(found: list[tuple[Mutant, Outcome]]) -> dict[str, int]:
+    kinds = Counter(o.kind for _, o in found)
     return {
         "mutants": len(found),
-        **{k: tally[k] for k in ("killed", "survived", "equivalent")},
-        "killed only by checks": by_checks,
+        "killed": kinds[KILLED_SERIES] + kinds[KILLED_CHECKS],
+        "killed by the series": kinds[KILLED_SERIES],
+        "killed only by checks": kinds[KILLED_CHECKS],
+        **{k: kinds[k] for k in ("survived", "equivalent")},
     }
+
+
+def only_checks(
+    found: list[tuple[Mutant, Outcome]],
+    gpu_only: dict[tuple[str, ...], str],
+    listed_in: str,
+) -> tuple[list[str], list[str]]:
+    """The lines only checks/ guards, one sentence each: notes for the lines
+    listed as GPU-only, failures for the others."""
+    lines: dict[tuple[str, int, str], list[str]] = {}
+    for m, o in found:
+        if o.kind == KILLED_CHECKS:
+            lines.setdefault((m.path, m.line, m.text), []).append(m.mutation)
+    notes, failures = [], []
+    for (file, line, text), mutations in sorted(lines.items()):
+        what = f"{file}:{line} is guarded only by checks/ ({', '.join(mutations)})"
+        if reason := gpu_only.get((file, text)):
+            notes.append(f"{what}: GPU-only, {reason}")
+        else:
+            failures.append(
+                f"MUTANTS: {what}, not by the series' regression selection: make "
+                "an upstream test reach it, or list the line under "
+                f"[[mutate.gpu_only]] in {listed_in} with why no CPU test can"
+            )
+    return notes, failures
 
 
 def mutation_testing(
@@ -460,8 +512,10 @@ def mutation_testing(
     selection: Selection,
     store: Path,
     equivalents: Path = LAYOUT.equivalents,
+    gpu_lines: Path = LAYOUT.selection,
 ) -> Measured:
-    """The check: every mutant of the series' added lines killed or equivalent.
+    """The check: every mutant of the series' added lines killed or equivalent,
+    and killed by the series' regression selection unless its line is GPU-only.
 
     Reuses the outcomes in `store` measured on the fork's tree with this
     selection; runs the other mutants in worktrees under `trees`.
@@ -469,6 +523,7 @@ def mutation_testing(
     start = time.monotonic()
     every = series_mutants(fork)
     known = load_equivalents(equivalents)
+    gpu_only = load_gpu_only(gpu_lines)
     key = selection_key(selection, runner)
     done = cached(store, results.fork_tree(fork), key)
     outcomes: dict[str, Outcome] = {}
@@ -490,20 +545,25 @@ def mutation_testing(
         ]
         outcomes.update(run_all(todo, scratch, runner, selection))
     found = [(m, outcomes[m.id]) for m in every]
-    tally = counts(found, selection.checks)
+    tally = counts(found)
     summary = (
         f"{tally['mutants']} mutants: {tally['killed']} killed "
-        f"({tally['killed only by checks']} of them only by checks/), "
+        f"({tally['killed by the series']} by the series' regression selection, "
+        f"{tally['killed only by checks']} only by checks/), "
         f"{tally['survived']} survived, {tally['equivalent']} equivalent; "
         f"{time.monotonic() - start:.0f} s, {len(todo)} run"
     )
-    text = f"{table(found)}\n{summary}"
+    notes, failures = only_checks(found, gpu_only, gpu_lines.name)
+    text = "\n".join([table(found), summary, *notes, *failures])
     print(text)
     for file, line, mutation in sorted(
         set(known) - {(m.path, m.text, m.mutation) for m in every}
     ):
         print(f"{equivalents.name}: no mutant is {file}: {line!r}: {mutation}")
-    print(f"mutation testing: {'ok' if not tally['survived'] else 'FAILED'}")
+    for file, line in sorted(set(gpu_only) - {(m.path, m.text) for m in every}):
+        print(f"{gpu_lines.name}: gpu_only: no mutant's line is {file}: {line!r}")
+    ok = not tally["survived"] and not failures
+    print(f"mutation testing: {'ok' if ok else 'FAILED'}")
     data = {
         "key": key,
         "mutants": [
@@ -514,11 +574,11 @@ def mutation_testing(
                 "text": m.text,
                 "mutation": m.mutation,
                 "outcome": o.outcome,
+                "kind": o.kind,
                 "detail": o.detail,
+                "gpu_only": gpu_only.get((m.path, m.text), ""),
             }
             for m, o in found
         ],
     }
-    return Measured(
-        not tally["survived"], tally, {"table": f"$ {MUTANTS.command}\n{text}"}, data
-    )
+    return Measured(ok, tally, {"table": f"$ {MUTANTS.command}\n{text}"}, data)

@@ -7,14 +7,15 @@ import importlib
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from forktool import mutate, pytest_server, results
+from forktool import mutate, pytest_server, results, upstream
 from forktool.checks import MUTANTS
 from forktool.git import git, identity
-from forktool.layout import LAYOUT
+from forktool.layout import LAYOUT, Layout
 from forktool.results import CheckResult
 from forktool.upstream import Runner, Selection
 
@@ -268,11 +269,13 @@ def setting(tmp_path, monkeypatch):
     return tiny_fork(tmp_path), runner, selection
 
 
-def check(tmp_path: Path, setting, equivalents: Path) -> mutate.Measured:
+def check(
+    tmp_path: Path, setting, equivalents: Path, gpu_lines: Path = Path("/none")
+) -> mutate.Measured:
     fork, runner, selection = setting
     store = tmp_path / "results"
     found = mutate.mutation_testing(
-        fork, tmp_path / "trees", runner, selection, store, equivalents
+        fork, tmp_path / "trees", runner, selection, store, equivalents, gpu_lines
     )
     tree = results.fork_tree(fork)  # as `test` writes it
     result = CheckResult(MUTANTS.name, found.ok, tree, "0.1", MUTANTS.command)
@@ -291,6 +294,8 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
         (m["line"], m["mutation"]): (m["outcome"], m["detail"])
         for m in found.data["mutants"]
     }
+    kinds = {m["kind"] for m in found.data["mutants"]}
+    assert kinds == {"killed (series)", "survived"}  # no checks/ here
     assert rows[5, "and -> or"] == ("killed", "tests/test_calc.py::test_decide")
     assert rows[9, "> -> <="] == ("killed", "tests/test_calc.py::test_limit_above")
     assert rows[1, "assignment deleted"] == (
@@ -311,17 +316,80 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
     again = check(tmp_path, setting, equivalents)
     assert again.data["mutants"] == found.data["mutants"]
     assert "0 to run, 11 known" in capsys.readouterr().out
-    equivalents.write_text(
-        "".join(
-            f'[[equivalent]]\nfile = "{file}"\nline = "{line}"\n'
-            f'mutation = "{mutation}"\nreason = "no test asks about 4"\n'
-            for file, line, mutation in SURVIVORS
-        )
-    )
+    equivalents.write_text(equivalent(*SURVIVORS))
     settled = check(tmp_path, setting, equivalents)
     assert settled.ok
     assert (settled.counts["equivalent"], settled.counts["survived"]) == (2, 0)
     assert re.search(r"10 -> 11 +equivalent +no test asks", settled.excerpts["table"])
+
+
+def equivalent(*entries: tuple[str, str, str]) -> str:
+    return "".join(
+        f'[[equivalent]]\nfile = "{file}"\nline = "{line}"\n'
+        f'mutation = "{mutation}"\nreason = "no test asks about 4"\n'
+        for file, line, mutation in entries
+    )
+
+
+CHECK_CLAMP = """\
+from vllm.calc import clamp
+
+
+def test_clamp_caps():
+    assert clamp(20) == 10
+"""
+
+
+def test_a_line_only_checks_guard_fails_unless_it_is_gpu_only(
+    tmp_path, setting, monkeypatch, capsys
+):
+    """checks/ alone kills `10 -> 11` in clamp: the series' own tests do not
+    guard that line, which fails the check until it is listed as GPU-only."""
+    repo = tmp_path / "repo"  # this repository, with its checks/
+    (repo / "checks").mkdir(parents=True)
+    (repo / "checks" / "test_cap.py").write_text(CHECK_CLAMP)
+    for module in (mutate, upstream):
+        monkeypatch.setattr(module, "LAYOUT", Layout(repo))
+    fork, runner, selection = setting
+    setting = (fork, runner, replace(selection, checks=("checks",)))
+    equivalents = tmp_path / "mutants-equivalent.toml"
+    equivalents.write_text(equivalent(SURVIVORS[0]))  # the other survivor
+    gpu_lines = tmp_path / "upstream-tests.toml"
+
+    found = check(tmp_path, setting, equivalents, gpu_lines)
+    assert not found.ok
+    rows = {(m["line"], m["mutation"]): m for m in found.data["mutants"]}
+    capped = rows[13, "10 -> 11"]
+    assert (capped["outcome"], capped["kind"], capped["detail"]) == (
+        "killed",
+        "killed (checks only)",
+        "checks/test_cap.py::test_clamp_caps",
+    )
+    assert capped["gpu_only"] == ""
+    assert rows[13, "returns None"]["kind"] == "killed (series)"
+    assert found.counts["killed only by checks"] == 1
+    assert found.counts["killed by the series"] == found.counts["killed"] - 1
+    row = r"\nvllm/calc.py:13 +10 -> 11 +killed \(checks only\) +checks/"
+    assert re.search(row, found.excerpts["table"])
+    out = capsys.readouterr().out
+    assert (
+        "MUTANTS: vllm/calc.py:13 is guarded only by checks/ (10 -> 11), not by "
+        "the series' regression selection" in out
+    )
+    assert "mutation testing: FAILED" in out
+
+    # Listed as a line no CPU test reaches, with why: the check passes, from
+    # the cached outcomes, and says why.
+    gpu_lines.write_text(
+        '[[mutate.gpu_only]]\nfile = "vllm/calc.py"\n'
+        'line = "return min(n, 10)"\nreason = "only a GPU clamps"\n'
+    )
+    listed = check(tmp_path, setting, equivalents, gpu_lines)
+    assert listed.ok
+    assert listed.data["mutants"][-1]["gpu_only"] == "only a GPU clamps"
+    out = capsys.readouterr().out
+    assert "0 to run" in out and "MUTANTS:" not in out
+    assert "vllm/calc.py:13 is guarded only by checks/ (10 -> 11): GPU-only" in out
 
 
 def test_a_selection_that_fails_unmutated_is_refused(tmp_path, setting):
