@@ -158,7 +158,14 @@ def synthetic_results(store: Path, tree: str) -> None:
             {"report": "### CI impact\n\n| A | B |\n|---|---|\n| 1 | 2 |\n"},
         ),
         "mutants": (
-            {"mutants": 3, "killed": 2, "survived": 0, "equivalent": 1},
+            {
+                "mutants": 3,
+                "killed": 2,
+                "killed by the series": 1,
+                "killed only by checks": 1,
+                "survived": 0,
+                "equivalent": 1,
+            },
             {"table": "$ python3 -m forktool mutate\n..."},
             {
                 "key": "k",
@@ -170,7 +177,9 @@ def synthetic_results(store: Path, tree: str) -> None:
                         "text": "ZERO = True",
                         "mutation": "True -> False",
                         "outcome": "killed",
+                        "kind": "killed (series)",
                         "detail": "tests/test_core.py::test_zero[a|b]",
+                        "gpu_only": "",
                     },
                     {
                         "id": "a2",
@@ -179,7 +188,9 @@ def synthetic_results(store: Path, tree: str) -> None:
                         "text": "ZERO = True",
                         "mutation": "assignment deleted",
                         "outcome": "killed",
+                        "kind": "killed (checks only)",
                         "detail": "checks/c.py::d",
+                        "gpu_only": "only a GPU zeroes",
                     },
                     {
                         "id": "a3",
@@ -188,7 +199,9 @@ def synthetic_results(store: Path, tree: str) -> None:
                         "text": "n = 1",
                         "mutation": "1 -> 2",
                         "outcome": "equivalent",
+                        "kind": "equivalent",
                         "detail": "no test asks about 2",
+                        "gpu_only": "",
                     },
                 ],
             },
@@ -436,11 +449,22 @@ def test_renders_the_mutants_counts_and_each_mutant(fork, tmp_path):
     make_kit(fork, store, out)
     text = (out / "description.md").read_text()
     assert "Mutation testing of the lines the series adds: each line" in text
-    assert "3 mutants, 2 killed, 0 survived, 1 equivalent" in text
+    assert (
+        "3 mutants, 1 killed by the series' regression tests, 1 only by the "
+        "fork's checks, 0 survived, 1 equivalent" in text
+    )
+    assert (
+        "`pkg/core.py:1` is killed only by the fork's checks: only a GPU zeroes."
+        in text
+    )
     assert "<summary>Each mutant</summary>" in text
     assert (
-        "| `pkg/core.py:1` | True -> False | killed | "
+        "| `pkg/core.py:1` | True -> False | killed (series) | "
         "tests/test_core.py::test_zero[a\\|b] |" in text
+    )
+    assert (
+        "| `pkg/core.py:1` | assignment deleted | killed (checks only) | "
+        "checks/c.py::d |" in text
     )
     assert "| `pkg/core.py:2` | 1 -> 2 | equivalent | no test asks about 2 |" in text
 
@@ -462,3 +486,17 @@ def test_mutants_that_could_not_run_say_why(fork, tmp_path):
     text = (out / "description.md").read_text()
     assert "did not run: the regression selection does not pass" in text
     assert "**Checks that failed on this tree: mutants.**" in text
+
+
+def test_mutants_recorded_without_their_kind_are_not_counted(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    tree = results.fork_tree(fork)
+    synthetic_results(store, tree)
+    old = results.read(store, "mutants")
+    for row in old.data["mutants"]:
+        del row["kind"]
+    results.write(store, old)
+    make_kit(fork, store, out)
+    text = (out / "description.md").read_text()
+    assert "recorded without who killed each mutant; run `" in text
+    assert "<summary>Each mutant</summary>" not in text

@@ -110,23 +110,41 @@ def mutants_block(mutants: CheckResult | None) -> str:
     if rows is None:  # it could not run (the selection failed unmutated)
         why = one_line(mutants.excerpts.get("error", "")) or "no mutants recorded"
         return f"{title}: did not run: {why}\n"
-    tally = Counter(row["outcome"] for row in rows)
+    if any("kind" not in row for row in rows):
+        return (
+            f"{title}: recorded without who killed each mutant; "
+            f"run `{mutants.command}`.\n"
+        )
+    tally = Counter(row["kind"] for row in rows)
+    gpu_only = sorted(
+        {
+            (row["file"], row["line"], row["gpu_only"])
+            for row in rows
+            if row["kind"] == "killed (checks only)" and row["gpu_only"]
+        }
+    )
     table = [
         "| File:line | Mutation | Outcome | Killed by (or why equivalent) |",
         "| --- | --- | --- | --- |",
         *(
             f"| `{row['file']}:{row['line']}` | {_cell(row['mutation'])} | "
-            f"{row['outcome']} | {_cell(row['detail'])} |"
+            f"{row['kind']} | {_cell(row['detail'])} |"
             for row in rows
         ),
     ]
+    unreachable = "".join(
+        f" `{file}:{line}` is killed only by the fork's checks: {reason}."
+        for file, line, reason in gpu_only
+    )
     return (
         f"{title}: each line the series adds under `vllm/`, mutated one plausible "
         "mistake at a time (`and`/`or`, comparisons, constants, deleted "
         "statements, replaced return values), against the series' regression "
         f"tests, then the fork's own checks: {len(rows)} mutants, "
-        f"{tally['killed']} killed, {tally['survived']} survived, "
+        f"{tally['killed (series)']} killed by the series' regression tests, "
+        f"{tally['killed (checks only)']} only by the fork's checks, "
+        f"{tally['survived']} survived, "
         f"{tally['equivalent']} equivalent (no test can tell them apart; "
-        f"each with its reason). Measured by `{mutants.command}` on "
+        f"each with its reason).{unreachable} Measured by `{mutants.command}` on "
         f"{mutants.date}.\n\n" + collapsed("Each mutant", "\n".join(table)) + "\n"
     )
