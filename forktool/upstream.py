@@ -84,6 +84,31 @@ class Result:
     def with_outcome(self, *outcomes: str) -> list[str]:
         return sorted(t for t, o in self.outcomes.items() if o in outcomes)
 
+    def exceptions(self) -> dict[str, str]:
+        """Each failed or errored test's exception type ("" when its message
+        names none)."""
+        failing = self.with_outcome("failed", "error")
+        return {t: exception(self.reasons.get(t, "")) for t in failing}
+
+
+_NAME = re.compile(r"[A-Za-z_][\w.]*")
+
+
+def exception(message: str) -> str:
+    """The exception type in a JUnit failure message as pytest writes it:
+    the exception's last line as Python prints it ("mod.TypeError: ..."),
+    but "assert ..." for an assert it rewrote, and wrapped in 'failed on
+    setup with "..."' for a fixture's error. pytest writes no type attribute."""
+    for when in ("setup", "teardown"):
+        wrapped = f'failed on {when} with "'
+        if message.startswith(wrapped):
+            message = message.removeprefix(wrapped).removesuffix('"')
+    first = message.partition("\n")[0]
+    if first == "assert" or first.startswith("assert "):
+        return "AssertionError"
+    name = first.partition(":")[0]
+    return name.rpartition(".")[2] if _NAME.fullmatch(name) else ""
+
 
 def test_env(hf_home: Path) -> dict[str, str]:
     return {

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from forktool import matrix, upstream
-from forktool.upstream import Progress, Runner, Selection
+from forktool.upstream import Progress, Runner, Selection, exception
 
 # Real `pytest -v -rfE` output (pytest 9.1) of a file with a pass, a failure,
 # a skip, a test that errors in teardown after passing, ids with a space and
@@ -169,3 +169,39 @@ def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(
     assert found.ok and found.data["reasons"] == {
         "tests/test_gpu.py::test_e2e": "Need 2 GPUs"
     }
+
+
+def test_each_failure_names_its_exception_from_pytests_junit(tmp_path, monkeypatch):
+    """pytest's JUnit XML has no exception type; its message names it."""
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    tree, runner = tiny_tree(
+        tmp_path,
+        "test_e.py",
+        "import pytest\n\n"
+        "@pytest.fixture\ndef gone():\n    import not_a_module_here\n\n"
+        "def test_assert():\n    assert [] == [1]\n\n"
+        "def test_said():\n    assert False, 'no block reused'\n\n"
+        "def test_attr():\n    object().zeroing\n\n"
+        "def test_keyword():\n    dict.fromkeys(resolved=1)\n\n"
+        "def test_positional():\n    pytest.approx()\n\n"
+        "def test_raises():\n    with pytest.raises(ValueError):\n        pass\n\n"
+        "def test_setup(gone):\n    pass\n\n"
+        "def test_pass():\n    pass\n",
+    )
+    result = runner.run(tree, ("tests/test_e.py",), "e")
+    for found in (result, runner.run(tree, ("tests/test_e.py",), "e")):
+        assert found.exceptions() == {
+            "tests/test_e.py::test_assert": "AssertionError",
+            "tests/test_e.py::test_said": "AssertionError",
+            "tests/test_e.py::test_attr": "AttributeError",
+            "tests/test_e.py::test_keyword": "TypeError",
+            "tests/test_e.py::test_positional": "TypeError",
+            "tests/test_e.py::test_raises": "Failed",
+            "tests/test_e.py::test_setup": "ModuleNotFoundError",
+        }
+    for test in ("test_keyword", "test_positional", "test_attr", "test_setup"):
+        reason = result.reasons[f"tests/test_e.py::{test}"]
+        assert matrix.missing_api(exception(reason), reason), reason
+    for test in ("test_assert", "test_said", "test_raises"):
+        reason = result.reasons[f"tests/test_e.py::{test}"]
+        assert not matrix.missing_api(exception(reason), reason), reason
