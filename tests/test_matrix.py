@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from forktool.matrix import compare, needs_base, shards
+from forktool.matrix import base_problems, compare, needs_base, shards, table
 from forktool.upstream import Result
 
 
@@ -96,3 +96,70 @@ def test_shards_deal_out_the_tests_in_turn_keeping_their_order():
     ]
     assert shards(tests[:1], 2) == [["a.py::t"]]
     assert shards([], 2) == []
+
+
+# Failures on the base as pytest's JUnit messages give them (Result.reasons).
+BASE_REASONS = {
+    "bug": "assert [] == [3]\n  +  where [] = take_new_block_ids()",
+    "raises": "Failed: DID NOT RAISE <class 'ValueError'>",
+    "said": "AssertionError: no freed block was reused\nassert 0 > 0",
+    "operand": "TypeError: unsupported operand type(s) for +: 'int' and 'str'",
+    "attr": "AttributeError: 'KVCacheConfig' object has no attribute 'zeroing'",
+    "keyword": "TypeError: KVCacheConfig.__init__() got an unexpected keyword "
+    "argument 'resolved'",
+    "positional": "TypeError: f() missing 1 required positional argument: 'x'",
+    "fixture": 'failed on setup with "ModuleNotFoundError: No module named \'v\'"',
+    "name": "NameError: name 'resolve' is not defined",
+    "own": "vllm.v1.errors.ZeroingError: stages disagree",
+}
+ON_BASE = Result(
+    outcomes={"t.py::passes": "passed"}
+    | {f"t.py::{t}": "error" if t == "fixture" else "failed" for t in BASE_REASONS},
+    reasons={f"t.py::{t}": reason for t, reason in BASE_REASONS.items()},
+)
+
+
+def test_a_listed_test_failing_on_the_base_for_a_missing_api_is_a_problem():
+    listed = frozenset(ids(*BASE_REASONS, "passes"))
+    problems = base_problems(ON_BASE, listed)
+    print("\n".join(problems))
+    assert problems[0] == (
+        "MATRIX: expected to fail on the base but did not: t.py::passes"
+    )
+    missing = [p.split()[1] for p in problems[1:]]
+    assert missing == [
+        f"t.py::{t}" for t in ("attr", "fixture", "keyword", "name", "positional")
+    ]
+    assert problems[1] == (
+        "MATRIX: t.py::attr fails on the base with AttributeError (AttributeError: "
+        "'KVCacheConfig' object has no attribute 'zeroing'), for an API the series "
+        "adds rather than for the bug: make it fail there on the bug's behaviour, "
+        "through what the base has"
+    )
+
+
+def test_failures_for_the_bug_on_the_base_are_no_problem():
+    bug = ids("bug", "raises", "said", "operand", "own")
+    only = Result(
+        {t: o for t, o in ON_BASE.outcomes.items() if t in bug}, ON_BASE.reasons
+    )
+    assert base_problems(only, frozenset(bug)) == []
+    unlisted = base_problems(only, frozenset(ids("bug", "raises", "said", "own")))
+    assert unlisted == ["MATRIX: fails on the base but is not listed: t.py::operand"]
+
+
+def test_the_table_names_the_exception_of_each_failure_on_the_base():
+    lines = table({"base+tests": ON_BASE, "0001": result(bug="passed")}).splitlines()
+    start = lines.index("base: the exception of each failure (?: none named)")
+    assert lines[start + 1 : start + 11] == [
+        "  AttributeError       t.py::attr",
+        "  AssertionError       t.py::bug",
+        "  ModuleNotFoundError  t.py::fixture",
+        "  TypeError            t.py::keyword",
+        "  NameError            t.py::name",
+        "  TypeError            t.py::operand",
+        "  ZeroingError         t.py::own",
+        "  TypeError            t.py::positional",
+        "  Failed               t.py::raises",
+        "  AssertionError       t.py::said",
+    ]
