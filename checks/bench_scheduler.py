@@ -4,7 +4,7 @@ Run as `python bench_scheduler.py TREE` with TREE as the working directory;
 TREE goes first on sys.path so its vllm wins over the venv's (checked, and
 reported in the greeting). Requests, one a line:
 
-    {"op": "setup", "config": "mixed" | "uniform" | "hybrid",
+    {"op": "setup", "config": "mixed" | "uniform" | "hybrid" | "cross-group",
      "requests": N, "workload": "decode" | "prefill"}
     {"op": "steps", "n": S}
 
@@ -73,6 +73,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
     KVCacheSpec,
     KVQuantMode,
     MambaSpec,
+    SlidingWindowSpec,
 )
 from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
@@ -100,6 +101,15 @@ FP8 = FullAttentionSpec(
 BF16 = FullAttentionSpec(
     block_size=BLOCK, num_kv_heads=HEADS, head_size=HEAD_SIZE, dtype=torch.bfloat16
 )
+# Sliding-window layers kept in BF16 under an FP8 cache (gpt-oss style): their
+# groups reuse blocks the full-attention group writes as FP8.
+BF16_SWA = SlidingWindowSpec(
+    block_size=BLOCK,
+    num_kv_heads=HEADS,
+    head_size=HEAD_SIZE,
+    dtype=torch.bfloat16,
+    sliding_window=128,
+)
 # A Mamba2 mixer's conv and SSM states, padded to the attention page as
 # hybrid models' configs arrange.
 MAMBA = MambaSpec(
@@ -126,6 +136,8 @@ def layer_spec(config: str, index: int) -> KVCacheSpec:
         return FP8
     if config == "hybrid":  # one attention layer in four
         return BF16 if index % 4 == 3 else MAMBA
+    if config == "cross-group":  # every other layer sliding-window, in BF16
+        return BF16_SWA if index % 2 else FP8
     raise ValueError(f"unknown config {config!r}")
 
 

@@ -8,10 +8,13 @@ a zeroer exactly when that config says so (the rule gpu_worker applies) and
 fails if a SchedulerOutput hands it new_block_ids_to_zero without one, where
 Model Runner V2 would assert.
 
-On vLLM 0.33.0 the BF16 cases fail because no block id is ever sent: the
-scheduler's projection drops the decision, so new blocks are never zeroed.
-With the decision kept by the scheduler but not resolved across stages, they
-fail in execute_model on a stage without a zeroer.
+The mixed cases put a BF16 layer of an FP8 cache where sliding-window
+groups reuse its bytes as FP8 (kv_plans.MIXED). On vLLM 0.33.0 they fail
+because no block id is ever sent: the scheduler's projection drops the
+decision, so new blocks are never zeroed. With the decision kept by the
+scheduler but not resolved across stages, they fail in execute_model on a
+stage without a zeroer. The one-group case (a skip layer in the only group)
+fails on 0.33.0 because every stage builds a zeroer nothing uses.
 """
 
 import pickle
@@ -21,6 +24,7 @@ from concurrent.futures import Future
 import pytest
 import torch
 from executed_decision import zeroing_enabled
+from kv_plans import MIXED, ONE_GROUP, UNIFORM
 from vllm import SamplingParams
 from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
@@ -73,7 +77,7 @@ class _Stage:
         return self.specs
 
     def get_supported_kv_cache_layouts(self) -> list[str]:
-        return ["LBNHC"]
+        return ["BLNHC"]
 
     def set_kv_cache_layout(self, layout: str, interleave: int) -> None:
         pass
@@ -176,13 +180,12 @@ def _layers(*stages: list[KVCacheSpec]) -> list[dict[str, KVCacheSpec]]:
     "stage_specs,needs_zeroing",
     [
         pytest.param(_layers([FP8] * 3, [FP8] * 3), False, id="uniform"),
-        pytest.param(_layers([BF16, FP8, FP8], [FP8] * 3), True, id="bf16-first"),
-        pytest.param(_layers([FP8] * 3, [FP8, FP8, BF16]), True, id="bf16-last"),
+        pytest.param(_layers(MIXED, UNIFORM), True, id="mixed-first-stage"),
+        pytest.param(_layers(UNIFORM, MIXED), True, id="mixed-second-stage"),
         pytest.param(
-            _layers([FP8] * 2, [FP8, BF16], [FP8] * 2, [FP8] * 2),
-            True,
-            id="bf16-middle-of-four",
+            _layers(UNIFORM, MIXED, UNIFORM), True, id="mixed-middle-of-three"
         ),
+        pytest.param(_layers(ONE_GROUP, ONE_GROUP), False, id="one-group"),
         pytest.param(_layers([BF16] * 3, [MAMBA] * 3), True, id="mamba-only-stage"),
     ],
 )

@@ -2,32 +2,30 @@
 
 The scheduler projection deep-copies the config, runners copy it, connectors
 use dataclasses.replace, and executors pickle it to the workers (MessageQueue,
-which RayExecutorV2 uses too). Fails on vLLM 0.33.0, which has no resolved
-decision to keep.
+which RayExecutorV2 uses too). The config is the uniform stage of a PP=2 plan
+whose other stage needs zeroing: zeroing only because it was resolved so.
+Fails on vLLM 0.33.0, where that stage decides alone and does not zero.
 """
 
 import copy
 import pickle
 from dataclasses import replace
 
-import torch
-from tests.v1.core.utils import new_kv_cache_spec
-from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec, KVQuantMode
+from executed_decision import zeroing_enabled
+from kv_plans import MIXED, UNIFORM, plan
 
 
 def test_resolved_decision_survives_copies():
-    fp8 = new_kv_cache_spec(dtype=torch.uint8, kv_quant_mode=KVQuantMode.FP8_PER_TENSOR)
-    config = KVCacheConfig(
-        num_blocks=10,
-        kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["layer_0"], fp8)],
-        resolved_kv_cache_zeroing=True,
-    )
-    assert not config.has_mixed_precision_kv_cache
+    (_, config), _ = plan(MIXED, UNIFORM)
+    assert not config.needs_kv_cache_zeroing
+    assert zeroing_enabled(config)
     for copied in (
         copy.copy(config),
         copy.deepcopy(config),
         replace(config, num_blocks=1),
         pickle.loads(pickle.dumps(config)),
     ):
-        assert copied.kv_cache_zeroing_enabled
+        assert zeroing_enabled(copied)
+    # The resolved decision is part of the config's value.
+    assert pickle.loads(pickle.dumps(config)) == config
+    assert replace(config, resolved_kv_cache_zeroing=False) != config

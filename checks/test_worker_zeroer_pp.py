@@ -2,8 +2,9 @@
 
 The scheduler sends one new_block_ids_to_zero to all stages. A stage whose
 own layers are uniform-precision must still build a kv_block_zeroer when
-another stage holds the BF16 layer of an FP8 cache, or Model Runner V2
-asserts on the first request.
+another stage holds a BF16 layer whose bytes another group reuses as FP8
+(kv_plans.MIXED), or Model Runner V2 asserts on the first request. A BF16
+skip layer in the only group changes no byte's precision: no stage zeroes.
 
 Stand-ins (SimpleNamespace, MagicMock) replace the device, the model and the
 memory pool, which is why this check lives here and not upstream.
@@ -20,16 +21,12 @@ import pytest
 import torch
 import vllm.v1.worker.gpu_worker as gpu_worker
 from executed_decision import zeroing_enabled
-from tests.v1.core.utils import get_kv_cache_configs, new_kv_cache_spec
+from kv_plans import MIXED, ONE_GROUP, UNIFORM, plan
 from vllm.config import CacheConfig, ModelConfig, VllmConfig
-from vllm.v1.core.kv_cache_utils import generate_scheduler_kv_cache_config
 from vllm.v1.core.sched.output import SchedulerOutput
-from vllm.v1.kv_cache_interface import KVCacheConfig, KVQuantMode
+from vllm.v1.kv_cache_interface import KVCacheConfig
 from vllm.v1.worker.gpu.model_runner import GPUModelRunner
 from vllm.v1.worker.gpu_worker import Worker
-
-FP8 = new_kv_cache_spec(dtype=torch.uint8, kv_quant_mode=KVQuantMode.FP8_PER_TENSOR)
-BF16 = new_kv_cache_spec(dtype=torch.bfloat16)
 
 
 def _mrv2_stage(kv_cache_config: KVCacheConfig) -> SimpleNamespace:
@@ -73,27 +70,17 @@ def _initialize_worker(
 @pytest.mark.parametrize(
     "stage_specs,expected",
     [
-        pytest.param([[FP8] * 2, [FP8] * 2], False, id="uniform"),
-        pytest.param([[BF16, FP8], [FP8] * 2], True, id="mixed-first-stage"),
-        pytest.param([[FP8] * 2, [FP8, BF16]], True, id="mixed-second-stage"),
+        pytest.param([UNIFORM, UNIFORM], False, id="uniform"),
+        pytest.param([MIXED, UNIFORM], True, id="mixed-first-stage"),
+        pytest.param([UNIFORM, MIXED], True, id="mixed-second-stage"),
+        pytest.param([ONE_GROUP, ONE_GROUP], False, id="one-group"),
     ],
 )
 def test_every_stage_builds_a_zeroer_the_scheduler_relies_on(
     monkeypatch, stage_specs, expected
 ):
-    vllm_config = VllmConfig(model_config=ModelConfig(max_model_len=16))
-    vllm_config.cache_config.kv_cache_layout = "LBNHC"
-    kv_cache_specs = [
-        {f"layer_{stage * 2 + i}": s for i, s in enumerate(specs)}
-        for stage, specs in enumerate(stage_specs)
-    ]
-    available_memory = [
-        sum(s.page_size_bytes for s in specs) * 32 for specs in stage_specs
-    ]
-    kv_cache_configs = get_kv_cache_configs(
-        vllm_config, kv_cache_specs, available_memory
-    )
-    scheduler_config = generate_scheduler_kv_cache_config(kv_cache_configs)
+    vllm_config = VllmConfig(model_config=ModelConfig(max_model_len=64))
+    kv_cache_configs, scheduler_config = plan(*stage_specs, vllm_config=vllm_config)
 
     scheduler_output = SchedulerOutput.make_empty()
     scheduler_output.new_block_ids_to_zero = [1, 2, 3]

@@ -77,6 +77,11 @@ def identity(author: str) -> dict[str, str]:
     }
 
 
+def subject(repo: Path, commit: str) -> str:
+    """The subject line of `commit`."""
+    return git(repo, "log", "-1", "--format=%s", commit).stdout.strip()
+
+
 def series_commits(repo: Path, head: str = "HEAD") -> list[str]:
     """The commits of `base..head`, oldest first."""
     return git(repo, "rev-list", "--reverse", f"{BASE_TAG}..{head}").stdout.split()

@@ -22,7 +22,7 @@ from pathlib import Path
 from forktool.checks import GPU_ONLY
 from forktool.errors import ForkToolError
 from forktool.forktree import series_tests_on_base, worktree
-from forktool.git import BASE_TAG, series_commits
+from forktool.git import BASE_TAG, series_commits, subject
 from forktool.layout import Layout
 from forktool.results import Measured
 from forktool.upstream import Result, Runner, Selection, excerpt
@@ -128,6 +128,9 @@ def regression_matrix(
             for name, tree in named.items()
         }
         columns = {name: run.result() for name, run in runs.items()}
+        drop_checks_before_their_patch(
+            columns, selection.checks_from, [subject(fork, c) for c in commits]
+        )
         print(table(columns))
         details = _matrix_details(columns, selection)
         if commits:  # the evidence: the same selection on the base and at the head
@@ -155,6 +158,29 @@ def regression_matrix(
     print(f"regression matrix: {'ok' if ok else 'FAILED'}")
     details.ok = ok
     return details
+
+
+def drop_checks_before_their_patch(
+    columns: dict[str, Result], checks_from: dict[str, str], subjects: list[str]
+) -> None:
+    """Forget the outcomes of checks at the patches before the one they guard
+    (shown as not present there); the base column keeps them. `subjects` are
+    the series' patch subjects, in order."""
+    unknown = set(checks_from.values()) - set(subjects)
+    if unknown:
+        raise ForkToolError(
+            "upstream-tests.toml: checks_from names no patch of the series: "
+            f"{sorted(unknown)}"
+        )
+    for number in range(1, len(subjects) + 1):
+        applied = set(subjects[:number])
+        result = columns[f"{number:04d}"]
+        for test in list(result.outcomes):
+            patch = next(
+                (p for t, p in checks_from.items() if test.startswith(t)), None
+            )
+            if patch is not None and patch not in applied:
+                del result.outcomes[test]
 
 
 def _matrix_details(columns: dict[str, Result], selection: Selection) -> Measured:

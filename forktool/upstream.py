@@ -48,6 +48,9 @@ class Selection:
     """pytest arguments selecting GPU-only tests that must skip here."""
     excluded: dict[str, str]
     """Test node id -> why it cannot run on this machine."""
+    checks_from: dict[str, str] = field(default_factory=dict)
+    """Check node id (or its prefix) -> the subject of the patch it guards:
+    the matrix does not judge it at the patches before that one."""
 
     @classmethod
     def load(cls, path: Path) -> Selection:
@@ -60,6 +63,9 @@ class Selection:
             fails_on_base=frozenset(data["regression"]["fails_on_base"]),
             gpu_only=tuple(data["gpu_only"]["args"]),
             excluded={e["test"]: e["reason"] for e in data.get("exclude", [])},
+            checks_from={
+                e["test"]: e["patch"] for e in data["regression"].get("checks_from", [])
+            },
         )
 
 

@@ -1,31 +1,14 @@
-"""What the planner must produce, computed from the generated inputs alone.
+"""What the planner must produce, from the generated inputs and an oracle.
 
 Zeroing rule (the series' design): a worker must zero new KV cache blocks
-when it holds Mamba layers or its device attention layers use more than one
-precision, i.e. (dtype, kv_quant_mode); every worker and the scheduler must
-then carry the OR of that over all workers.
+when it holds Mamba layers or a byte that one cache group writes under one
+attention precision, (dtype, kv_quant_mode), is written by another group
+under another (precisions mixed within one group never are); every worker
+and the scheduler must then carry the OR of that over all workers.
 
-What a "worker's layers" are needs care, because each worker's config is a
-projection of the global KV cache groups (`_project_kv_cache_groups_to_worker`):
-a group with none of the worker's layers stays in its config with an empty
-layer list but its spec (a global UniformTypeKVCacheSpecs keeps every layer's
-spec). Two readings follow:
-
-* own layers (the design's intent): only the layers a stage holds. Mamba is
-  unaffected by the difference: a Mamba group leaks into every stage, but
-  then the stage that holds those Mamba layers already makes the OR True.
-  Precisions are affected: stages that are each uniform but differ (BF16 full
-  attention on one stage, an FP8 sliding-window group on another) have no
-  mixing in their own layers, yet every stage sees the other's group spec.
-* planner view: own layers plus the layers of every global group the stage
-  has none of. This is what `has_mixed_precision_kv_cache` on a projected
-  config sees, on the base and on the series alike.
-
-The planner-view value is exact for the series; the own-layers value must
-imply it (the series may over-zero, never under-zero). FUZZ_STRICT=1 demands
-equality with the own-layers value instead. The global partition (which
-layers form a group) is taken from the base's output; precisions and kinds
-come from the inputs.
+The byte-level oracle (checks/zeroing_oracle.py, run in the candidate's
+worker process on each planned config) decides that rule from the planned
+tensors alone; it shares no code with vLLM's predicate.
 """
 
 from __future__ import annotations
@@ -45,8 +28,8 @@ INVARIANTS = (
     "scheduler_agrees",
     "pickle",
     "uniform_false",
-    "equals_or",
-    "own_layers",
+    "oracle",
+    "oracle_or",
 )
 
 
@@ -61,19 +44,9 @@ def all_layers(case: Case) -> list[Layer]:
     return [x for stage in case["stages"] for x in stage["layers"]]
 
 
-def own_layers_or(case: Case) -> bool:
-    return any(needs_zeroing(stage["layers"]) for stage in case["stages"])
-
-
-def planner_view_or(case: Case, global_groups: list[dict[str, Any]]) -> bool:
-    by_name = {x["name"]: x for x in all_layers(case)}
-    groups = [set(g["layer_names"]) for g in global_groups]
-    for stage in case["stages"]:
-        own = {x["name"] for x in stage["layers"]}
-        leaked = {n for g in groups if not g & own for n in g}
-        if needs_zeroing(by_name[n] for n in own | leaked):
-            return True
-    return False
+def oracle_or(out: Output) -> bool:
+    """The byte-level oracle ORed over the candidate's workers."""
+    return any(w["oracle"] for w in out["workers"])
 
 
 def uniform_attention_only(case: Case) -> bool:
@@ -110,7 +83,7 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
 
 def _comparable(out: Output) -> dict[str, Any]:
     """Everything the planner produced except the zeroing decision."""
-    strip = ("decision", "pickled_decision", "pickled_config_equal")
+    strip = ("decision", "pickled_decision", "pickled_config_equal", "needs", "oracle")
 
     def facts(c: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in c.items() if k not in strip}
@@ -124,14 +97,12 @@ def _comparable(out: Output) -> dict[str, Any]:
     }
 
 
-def check(case: Case, ref: Output, cand: Output, strict: bool) -> dict[str, Verdict]:
+def check(case: Case, ref: Output, cand: Output) -> dict[str, Verdict]:
     """Every invariant's verdict for a case the base accepted."""
     if "error" in cand:
         e = cand["error"]
         return {"no_new_raise": (False, f"{e['type']} in {e['step']}: {e['message']}")}
     got = decisions(cand)
-    view = planner_view_or(case, ref["global_groups"])
-    own = own_layers_or(case)
     diff = first_difference(_comparable(ref), _comparable(cand))
     pickled = [w["pickled_decision"] for w in cand["workers"]]
     pickled.append(cand["scheduler"]["pickled_decision"])
@@ -139,10 +110,8 @@ def check(case: Case, ref: Output, cand: Output, strict: bool) -> dict[str, Verd
         c["pickled_config_equal"] for c in [*cand["workers"], cand["scheduler"]]
     )
     uniform = uniform_attention_only(case)
-    if strict:
-        own_ok = all(d == own for d in got)
-    else:
-        own_ok = not own or all(got)
+    needs = [w["needs"] for w in cand["workers"]]
+    oracle = [w["oracle"] for w in cand["workers"]]
     return {
         "no_new_raise": (True, ""),
         "identical": (diff is None, diff or ""),
@@ -150,9 +119,9 @@ def check(case: Case, ref: Output, cand: Output, strict: bool) -> dict[str, Verd
         "scheduler_agrees": (len(set(got)) == 1, f"workers..scheduler: {got}"),
         "pickle": (pickled == got and configs_survive, f"{got} -> {pickled}"),
         "uniform_false": (not any(got) if uniform else None, f"decisions {got}"),
-        "equals_or": (all(d == view for d in got), f"expected {view}, got {got}"),
-        "own_layers": (
-            own_ok,
-            f"own-layers OR {own} ({'==' if strict else 'implies'}), got {got}",
+        "oracle": (needs == oracle, f"needs_kv_cache_zeroing {needs}, oracle {oracle}"),
+        "oracle_or": (
+            all(d == any(oracle) for d in got),
+            f"expected {any(oracle)} (oracle {oracle}), got {got}",
         ),
     }

@@ -6,10 +6,12 @@ greeting line). Each input line is `{"id": N, "case": CASE}` (CASE as built
 by fuzz/strategies.py); each output line holds the planner's canonical
 result: the global groups, every worker's KVCacheConfig and the scheduler's,
 all without the zeroing decision (`needs_kv_cache_zeroing` and the fork's
-resolved copy of it), which is reported on its own.
+resolved copy of it), which is reported on its own, with what the byte-level
+oracle (checks/zeroing_oracle.py) says of each config.
 
-Self-contained on purpose: it must not import anything from the fuzz
-package's repository, only the tree's vllm, torch and the standard library.
+Self-contained on purpose: from the fuzz package's repository it loads only
+checks/zeroing_oracle.py (numpy and the tree's vllm), by its path; otherwise
+the tree's vllm, torch and the standard library.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import importlib.util
 import json
 import os
 import pickle
 import sys
 import traceback
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 # The decision, and where the fork stores it once resolved across workers.
@@ -55,6 +59,11 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
     MLAAttentionSpec,
     SlidingWindowSpec,
 )
+
+ORACLE = Path(__file__).resolve().parents[1] / "checks" / "zeroing_oracle.py"
+_spec = importlib.util.spec_from_file_location("zeroing_oracle", ORACLE)
+zeroing_oracle = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(zeroing_oracle)
 
 # Precision name -> (KV cache dtype, quant mode, MLA cache_dtype_str).
 PRECISIONS: dict[str, tuple[torch.dtype, KVQuantMode, str | None]] = {
@@ -182,6 +191,7 @@ def config_facts(config: KVCacheConfig) -> dict[str, Any]:
         "config": canon(config),
         "has_mamba_layers": config.has_mamba_layers,
         "has_mixed_precision_kv_cache": config.has_mixed_precision_kv_cache,
+        "needs": config.needs_kv_cache_zeroing,
         "decision": executed_decision(config),
         "pickled_decision": executed_decision(clone),
         "pickled_config_equal": canon(clone) == canon(config),
@@ -225,7 +235,10 @@ def plan(configs: Configs, calls: PlanCalls, case: dict[str, Any]) -> dict[str, 
         calls.num_blocks.clear()
         workers = planning.get_kv_cache_configs(vllm_config, specs, memory, groups)
         out["first_pass_num_blocks"] = calls.num_blocks[: len(specs)]
-        out["workers"] = [config_facts(c) for c in workers]
+        out["workers"] = [
+            {**config_facts(c), "oracle": zeroing_oracle.needs_zeroing(c)}
+            for c in workers
+        ]
         step = "generate_scheduler_kv_cache_config"
         out["scheduler"] = config_facts(generate_scheduler_kv_cache_config(workers))
     except Exception as e:  # noqa: BLE001 - every rejection is data here

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from forktool.matrix import base_problems, compare, needs_base, shards, table
+import pytest
+
+from forktool.errors import ForkToolError
+from forktool.matrix import (
+    base_problems,
+    compare,
+    drop_checks_before_their_patch,
+    needs_base,
+    shards,
+    table,
+)
 from forktool.upstream import Result
 
 
@@ -108,7 +118,7 @@ BASE_REASONS = {
     "keyword": "TypeError: KVCacheConfig.__init__() got an unexpected keyword "
     "argument 'resolved'",
     "positional": "TypeError: f() missing 1 required positional argument: 'x'",
-    "fixture": 'failed on setup with "ModuleNotFoundError: No module named \'v\'"',
+    "fixture": "failed on setup with \"ModuleNotFoundError: No module named 'v'\"",
     "name": "NameError: name 'resolve' is not defined",
     "own": "vllm.v1.errors.ZeroingError: stages disagree",
 }
@@ -163,3 +173,19 @@ def test_the_table_names_the_exception_of_each_failure_on_the_base():
         "  Failed               t.py::raises",
         "  AssertionError       t.py::said",
     ]
+
+
+def test_a_check_is_not_judged_at_the_patches_before_the_one_it_guards():
+    narrow, keep = "checks/t.py::narrow", "checks/t.py::keep"
+    columns = {
+        "base+tests": Result(outcomes={narrow: "failed"}),
+        "0001": Result(outcomes={narrow: "failed", keep: "passed"}),
+        "0002": Result(outcomes={narrow: "passed", keep: "passed"}),
+    }
+    subjects = ["[Core] Keep", "[Core] Narrow"]
+    drop_checks_before_their_patch(columns, {narrow: "[Core] Narrow"}, subjects)
+    assert columns["base+tests"].outcomes == {narrow: "failed"}
+    assert columns["0001"].outcomes == {keep: "passed"}
+    assert columns["0002"].outcomes == {narrow: "passed", keep: "passed"}
+    with pytest.raises(ForkToolError, match="names no patch"):
+        drop_checks_before_their_patch(columns, {narrow: "[Core] Gone"}, subjects)

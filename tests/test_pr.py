@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from forktool import bench, checks, pr, results
 from forktool.bench import Case
 from forktool.errors import ForkToolError
 from forktool.git import git, identity
+from forktool.pr import description
+from forktool.pr.sections import MAX_E_LINES, failure_lines
 from forktool.results import CheckResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -267,7 +270,8 @@ def test_renders_the_kit_from_a_results_set(fork, tmp_path):
     make_kit(fork, store, out)
 
     text = (out / "description.md").read_text()
-    assert "### Runners assessed\n\nMRV2 read, not run.\n\n### Limitations" in text
+    runners = "<summary>Runners assessed</summary>\n\nMRV2 read, not run.\n\n</details>"
+    assert runners in text
     for section in ("## Overview", "## Claims", "## Validation", "## Details"):
         assert text.count(section) == 1
     assert "<!-- Evidence. -->" not in text
@@ -307,7 +311,7 @@ def test_renders_the_kit_from_a_results_set(fork, tmp_path):
         "0002-Test-Pin-it.patch",
     ]
     cover = (out / "series" / "0000-cover-letter.patch").read_text()
-    assert "[PATCH 0/2] [Core] Keep KV cache zeroing" in cover
+    assert "[PATCH 0/2] [Bugfix][Core] Keep KV cache zeroing" in cover
     assert "1203 passed" in cover and "<details>" not in cover
     assert os.access(out / "apply-to-vllm.sh", os.X_OK)
     assert (out / "preimages.pack").stat().st_size > 0
@@ -500,3 +504,105 @@ def test_mutants_recorded_without_their_kind_are_not_counted(fork, tmp_path):
     text = (out / "description.md").read_text()
     assert "recorded without who killed each mutant; run `" in text
     assert "<summary>Each mutant</summary>" not in text
+
+
+# A base run as pytest prints it with -rfE --tb=short, noise included.
+HF_RETRY = (
+    "ERROR    vllm.transformers_utils.repo_utils:repo_utils.py:126 Error "
+    "retrieving safetensors: Cannot reach https://huggingface.co/Qwen/Qwen3-0.6B/"
+    "resolve/main/model.safetensors: offline mode is enabled., retrying 1 of 2"
+)
+NOISY_BASE = "\n".join(
+    [
+        "$ python -m pytest -q -rfE --tb=short tests -k zero",
+        ".FF" + " " * 70 + "[100%]",
+        "=" * 35 + " FAILURES " + "=" * 35,
+        "_ test_zero[mixed] _",
+        "tests/test_core.py:12: in test_zero",
+        "    assert output.new_block_ids_to_zero == expected",
+        "E   assert None == [1, 2]",
+        "E    +  where None = output.new_block_ids_to_zero",
+        "-" * 30 + " Captured log call " + "-" * 31,
+        HF_RETRY,
+        "WARNING  vllm.transformers_utils.config:config.py:1529 Could not "
+        "retrieve safetensors metadata for Qwen/Qwen3-0.6B",
+        "=" * 27 + " short test summary info " + "=" * 28,
+        "FAILED tests/test_core.py::test_zero[mixed] - assert None == [1, 2]",
+        "FAILED tests/test_core.py::test_zero[other] - assert None == [3]",
+        "2 failed, 1 passed in 3.10s",
+    ]
+)
+
+
+def test_the_failure_excerpt_keeps_assertions_and_drops_noise():
+    shown = failure_lines(NOISY_BASE).splitlines()
+    assert shown == [
+        "$ python -m pytest -q -rfE --tb=short tests -k zero",
+        "E   assert None == [1, 2]",
+        "E    +  where None = output.new_block_ids_to_zero",
+        "FAILED tests/test_core.py::test_zero[mixed] - assert None == [1, 2]",
+        "FAILED tests/test_core.py::test_zero[other] - assert None == [3]",
+        "2 failed, 1 passed in 3.10s",
+    ]
+    many = "\n".join(f"E   line {i}" for i in range(MAX_E_LINES + 5))
+    kept = failure_lines(many).splitlines()
+    assert kept[-1] == "(5 more `E ` lines in the full output)"
+    assert len(kept) == MAX_E_LINES + 1
+
+
+def heavy_results(store: Path, tree: str) -> None:
+    """The synthetic results made as long as real ones get: a noisy base run
+    with many failures, many mutants, long CI and matrix tables, a bench."""
+    synthetic_results(store, tree)
+    matrix = results.read(store, "regression-matrix")
+    failures = "\n".join(
+        f"E   assert None == [{i}]\nFAILED t::t{i} - assert None == [{i}]"
+        for i in range(30)
+    )
+    matrix.excerpts["base"] = NOISY_BASE + "\n" + failures
+    matrix.data["table"] = "\n".join(f"t::t{i}  FAIL  ok  ok" for i in range(60))
+    results.write(store, matrix)
+    mutants = results.read(store, "mutants")
+    row = mutants.data["mutants"][0]
+    mutants.data["mutants"] = [{**row, "id": f"m{i}", "line": i} for i in range(80)]
+    results.write(store, mutants)
+    impact = results.read(store, "ci-impact")
+    impact.data["report"] = "| A | B |\n|---|---|\n" + "| x | y |\n" * 60
+    results.write(store, impact)
+    results.write(store, bench_result(tree, [100, 100.5, 99.5]))
+
+
+def test_the_description_shows_at_most_the_line_budget_outside_details(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    heavy_results(store, results.fork_tree(fork))
+    make_kit(fork, store, out)
+    text = (out / "description.md").read_text()
+    assert description.visible_lines(text) <= description.LINE_BUDGET
+    # The long tables are in the description, collapsed.
+    collapsed = "".join(re.findall(r"<details>.*?</details>", text, re.S))
+    assert "| `pkg/core.py:79` |" in collapsed  # each mutant
+    assert collapsed.count("| x | y |") == 60  # the CI impact report
+    assert "t::t59  FAIL  ok  ok" in collapsed  # the per-test matrix
+    assert "Differential planner fuzz" in collapsed  # the fork's checks
+    # The visible excerpt has the assertions, the noise only the full output.
+    visible = re.sub(r"<details>.*?</details>", "", text, flags=re.S)
+    assert "E   assert None == [1, 2]" in visible
+    assert "offline mode is enabled" not in visible
+    assert "offline mode is enabled" in collapsed
+
+
+def test_a_description_over_the_line_budget_is_refused(fork, tmp_path, monkeypatch):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    synthetic_results(store, results.fork_tree(fork))
+    monkeypatch.setattr(description, "LINE_BUDGET", 20)
+    with pytest.raises(ForkToolError, match=r"lines outside <details>, more than 20"):
+        make_kit(fork, store, out)
+    assert not out.exists()
+
+
+def test_visible_lines_count_a_collapsed_block_as_its_summary():
+    text = (
+        "a\n<details>\n<summary>s</summary>\n\nb\n"
+        "<details>\nc\n</details>\n</details>\nd"
+    )
+    assert description.visible_lines(text) == 3

@@ -20,11 +20,14 @@ from forktool.pr.sections import (
     one_line,
     other_rows,
     precommit_block,
+    reflow,
     spaced_tables,
     suite_rows,
 )
 
 TEMPLATE = ".github/PULL_REQUEST_TEMPLATE.md"
+# The most lines the description may show outside collapsed <details> blocks.
+LINE_BUDGET = 150
 
 
 @dataclass(frozen=True)
@@ -108,14 +111,14 @@ def details(prose: dict[str, Any], facts: Facts) -> str:
         ("design", "Design"),
         ("trade_offs", "Trade-offs"),
         ("out_of_tree", "Out-of-tree compatibility"),
-        ("runners", "Runners assessed"),
         ("limitations", "Limitations"),
     ):
-        text = facts.runners if key == "runners" and facts.runners else prose[key]
-        parts.append(f"### {title}\n\n{text.strip()}\n")
+        parts.append(f"### {title}\n\n{reflow(prose[key])}\n")
+    runners = facts.runners or reflow(prose["runners"])
+    parts.append(collapsed("Runners assessed", runners) + "\n")
     patches = "\n".join(f"{i}. {s}" for i, s in enumerate(facts.patches, 1))
     parts.append(f"### The patches\n\n{patches}\n")
-    parts.append(f"### AI assistance\n\n{prose['ai_assistance'].strip()}\n")
+    parts.append(f"### AI assistance\n\n{reflow(prose['ai_assistance'])}\n")
     if facts.signer is None:
         parts.append(
             "**Sign-off still to do.** The commits carry the fork's neutral "
@@ -130,9 +133,8 @@ def overview(prose: dict[str, Any]) -> str:
     related = "\n".join(
         f"- #{pr['number']}: {one_line(pr['how'])}" for pr in prose["related"]
     )
-    return (
-        f"{prose['summary'].strip()}\n\nRelated upstream PRs, and how this change "
-        f"differs:\n\n{related}"
+    return f"{reflow(prose['summary'])}\n\n" + collapsed(
+        "Related upstream PRs, and how this change differs", related
     )
 
 
@@ -172,7 +174,28 @@ def render(
         "Validation": validation(found, facts, prose),
         "Details": details(prose, facts),
     }
-    return fill(template, sections, prose["checklist_ticked"])
+    description = fill(template, sections, prose["checklist_ticked"])
+    shown = visible_lines(description)
+    if shown > LINE_BUDGET:
+        raise ForkToolError(
+            f"the description shows {shown} lines outside <details>, more than "
+            f"{LINE_BUDGET}; shorten pr/description.toml or collapse more in "
+            "forktool/pr/. Nothing was written."
+        )
+    return description
+
+
+def visible_lines(markdown: str) -> int:
+    """The lines a reader sees before expanding anything: those outside
+    <details> blocks (nested ones included), each collapsed block counted as
+    the one line of its summary."""
+    depth = seen = 0
+    for line in markdown.splitlines():
+        opens = line.count("<details>")
+        if depth == 0 and (opens or not line.count("</details>")):
+            seen += 1
+        depth = max(depth + opens - line.count("</details>"), 0)
+    return seen
 
 
 def plain_text(markdown: str) -> str:

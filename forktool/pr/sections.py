@@ -27,6 +27,21 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def reflow(text: str) -> str:
+    """Prose as Markdown renders it: each paragraph, and each list item, on one
+    line (the prose is wrapped for editing; the description is read rendered)."""
+    blocks = []
+    for block in re.split(r"\n[ \t]*\n", text.strip()):
+        items: list[str] = []
+        for line in block.splitlines():
+            if not items or re.match(r"(- |\d+\. )", line):
+                items.append(line.strip())
+            else:
+                items[-1] += " " + line.strip()
+        blocks.append("\n".join(items))
+    return "\n\n".join(blocks)
+
+
 def counts_text(counts: dict[str, int]) -> str:
     parts = [f"{counts[o]} {o}" for o in OUTCOMES if counts.get(o)]
     return ", ".join(parts) or "nothing ran"
@@ -52,13 +67,46 @@ def collapsed(summary: str, body: str) -> str:
     return f"<details>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>"
 
 
-def _summary_lines(excerpt: str) -> str:
-    """The command, pytest's FAILED/ERROR lines and its final tally."""
+# pytest's final tally, e.g. "6 failed, 5 passed in 3.1s" (bare or in `=` rules).
+_TALLY = re.compile(r"^=*\s*\d+ (passed|failed|error|errors|skipped)\b.* in [\d.]+s")
+# pytest's short summary lines; a captured log line ("ERROR    logger:...") is not.
+_SUMMARY = re.compile(r"^(FAILED|ERROR) \S")
+# The most `E ` and FAILED/ERROR lines an excerpt shows of each; the full
+# output stays collapsed below it.
+MAX_E_LINES = 6
+MAX_SUMMARY_LINES = 6
+
+
+def failure_lines(excerpt: str) -> str:
+    """What a reader needs of a pytest run: the command, the failing assertions
+    (pytest's `E ` lines), the FAILED/ERROR summary lines and the final tally.
+
+    Log noise (captured logs such as Hugging Face's offline retries, tracebacks,
+    progress dots) is left out, and each kind of line is capped.
+    """
     lines = excerpt.splitlines()
-    keep = [lines[0]] if lines else []
-    keep += [line for line in lines[1:] if line.startswith(("FAILED ", "ERROR "))]
-    if len(lines) > 1:
-        keep.append(lines[-1])
+    keep = [lines[0]] if lines and lines[0].startswith("$ ") else []
+    shown = {"E": 0, "summary": 0}
+    left = {"E": 0, "summary": 0}
+    for line in lines[len(keep) :]:
+        if line.startswith("E "):
+            kind, cap = "E", MAX_E_LINES
+        elif _SUMMARY.match(line):
+            kind, cap = "summary", MAX_SUMMARY_LINES
+        elif _TALLY.match(line):
+            keep.append(line)
+            continue
+        else:
+            continue
+        if shown[kind] < cap:
+            keep.append(line)
+            shown[kind] += 1
+        else:
+            left[kind] += 1
+    if left["E"]:
+        keep.append(f"({left['E']} more `E ` lines in the full output)")
+    if left["summary"]:
+        keep.append(f"({left['summary']} more FAILED/ERROR lines in the full output)")
     return "\n".join(keep)
 
 
@@ -83,7 +131,7 @@ def matrix_rows(matrix: CheckResult | None) -> tuple[list[str], str]:
         if not text:
             parts.append(f"{title}: {NOT_MEASURED}.\n")
             continue
-        summary = _summary_lines(text)
+        summary = failure_lines(text)
         parts += [f"{title}:\n", fence(summary) + "\n"]
         if summary != text:
             parts.append(collapsed("Full output", fence(text)) + "\n")
@@ -241,16 +289,18 @@ def gpu_block(gpu: CheckResult | None, prose: dict[str, Any]) -> str:
                 f"{'; '.join(r for r in reasons if r) or 'none given'}.\n"
             )
         args = shlex.join(gpu.data["args"])
-        lines += [
-            "To run it (two GPUs; the weights are dummy, only the model's config and "
-            "tokenizer must be in the HF cache):\n",
-            fence(
-                "HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES=0,1 \\\n"
-                f"  python -m pytest {args} -v -s --tb=short"
+        lines.append(
+            collapsed(
+                "How to run it (two GPUs; the weights are dummy, only the model's "
+                "config and tokenizer must be in the HF cache)",
+                fence(
+                    "HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES=0,1 \\\n"
+                    f"  python -m pytest {args} -v -s --tb=short"
+                ),
             )
-            + "\n",
-        ]
-    lines.append(prose["e2e_guards"].strip() + "\n")
+            + "\n"
+        )
+    lines.append(reflow(prose["e2e_guards"]) + "\n")
     return "\n".join(lines)
 
 
@@ -265,7 +315,7 @@ BENCH_HEADLINE = {
 def bench_block(measured: CheckResult | None, prose: dict[str, Any]) -> str:
     lines = [
         "### Performance of the trade-off\n",
-        prose["tradeoff_cost"].strip() + "\n",
+        reflow(prose["tradeoff_cost"]) + "\n",
     ]
     if measured is None:
         lines.append(f"Benchmark: {NOT_MEASURED}; no performance claim is made.\n")
