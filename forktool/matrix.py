@@ -144,6 +144,7 @@ def regression_matrix(
             details.excerpts = {side: run.result() for side, run in evidence.items()}
 
     base = columns.pop("base+tests")
+    drop_not_on_base(base, selection.not_on_base)
     problems = base_problems(base, selection.fails_on_base)
     ok = not problems
     for problem in problems:
@@ -158,6 +159,12 @@ def regression_matrix(
     print(f"regression matrix: {'ok' if ok else 'FAILED'}")
     details.ok = ok
     return details
+
+
+def drop_not_on_base(base: Result, not_on_base: tuple[str, ...]) -> None:
+    """Forget the base's outcomes of tests that cannot run on its code."""
+    for test in [t for t in base.outcomes if t.startswith(not_on_base)]:
+        del base.outcomes[test]
 
 
 def drop_checks_before_their_patch(

@@ -48,6 +48,10 @@ class Selection:
     """pytest arguments selecting GPU-only tests that must skip here."""
     excluded: dict[str, str]
     """Test node id -> why it cannot run on this machine."""
+    not_on_base: tuple[str, ...] = ()
+    """Node ids (or prefixes) of upstream tests the series edits for what it
+    renames: they cannot run on the base's code, which the matrix does not
+    judge them on."""
     checks_from: dict[str, str] = field(default_factory=dict)
     """Check node id (or its prefix) -> the subject of the patch it guards:
     the matrix does not judge it at the patches before that one."""
@@ -63,6 +67,7 @@ class Selection:
             fails_on_base=frozenset(data["regression"]["fails_on_base"]),
             gpu_only=tuple(data["gpu_only"]["args"]),
             excluded={e["test"]: e["reason"] for e in data.get("exclude", [])},
+            not_on_base=tuple(data["regression"].get("not_on_base", ())),
             checks_from={
                 e["test"]: e["patch"] for e in data["regression"].get("checks_from", [])
             },

@@ -9,6 +9,7 @@ from forktool.matrix import (
     base_problems,
     compare,
     drop_checks_before_their_patch,
+    drop_not_on_base,
     needs_base,
     shards,
     table,
@@ -189,3 +190,9 @@ def test_a_check_is_not_judged_at_the_patches_before_the_one_it_guards():
     assert columns["0002"].outcomes == {narrow: "passed", keep: "passed"}
     with pytest.raises(ForkToolError, match="names no patch"):
         drop_checks_before_their_patch(columns, {narrow: "[Core] Gone"}, subjects)
+
+
+def test_tests_that_cannot_run_on_the_base_are_not_judged_there():
+    base = Result(outcomes={"a.py::renamed": "failed", "b.py::bug": "failed"})
+    drop_not_on_base(base, ("a.py",))
+    assert base.outcomes == {"b.py::bug": "failed"}
