@@ -131,6 +131,7 @@ def regression_matrix(
         drop_checks_before_their_patch(
             columns, selection.checks_from, [subject(fork, c) for c in commits]
         )
+        drop_not_on_base(columns["base+tests"], selection.not_on_base)
         print(table(columns))
         details = _matrix_details(columns, selection)
         if commits:  # the evidence: the same selection on the base and at the head
@@ -144,7 +145,6 @@ def regression_matrix(
             details.excerpts = {side: run.result() for side, run in evidence.items()}
 
     base = columns.pop("base+tests")
-    drop_not_on_base(base, selection.not_on_base)
     problems = base_problems(base, selection.fails_on_base)
     ok = not problems
     for problem in problems:
