@@ -23,7 +23,7 @@ from forktool.forktree import (
     fork_patches,
     recover,
 )
-from forktool.git import BASE_TAG, git
+from forktool.git import BASE_TAG, git, subject
 from forktool.series import PatchInfo, describe, read_series
 from forktool.standing import (
     Entry,
@@ -134,10 +134,6 @@ def _drop_tool_identity(fork: Path, author: str) -> None:
         )
 
 
-def _base_subject(fork: Path) -> str:
-    return git(fork, "log", "-1", "--format=%s", BASE_TAG).stdout.strip()
-
-
 def sync(
     fork: Path,
     patches_dir: Path,
@@ -178,7 +174,7 @@ def sync(
         if standing.of(State.LOCAL, State.BOTH) and not force:
             raise ForkToolError(
                 f"The pinned base is now {base_message.splitlines()[0]}, and {fork} "
-                f"is still on {_base_subject(fork)}; sync rebuilds it on the new "
+                f"is still on {subject(fork, BASE_TAG)}; sync rebuilds it on the new "
                 "base once nothing in it is unsaved.\n"
                 + refusal(fork, standing, "sync", len(paths))
             )
@@ -265,7 +261,7 @@ def _move_base(
     The new base is made exactly as a fresh clone makes it, then fetched into
     the fork, whose history keeps the old base's blobs for `git am -3`.
     """
-    old = _base_subject(fork)
+    old = subject(fork, BASE_TAG)
     staging = fork.with_name(f".{fork.name}.new-base")
     shutil.rmtree(staging, ignore_errors=True)
     try:
@@ -280,7 +276,7 @@ def _move_base(
     exclude = fork / ".git" / "info" / "exclude"
     exclude.write_text("".join(f"/{path}\n" for path in generated))
     moved = (
-        f"The pinned base is now {_base_subject(fork)}: rebuilt {fork} on it; "
+        f"The pinned base is now {subject(fork, BASE_TAG)}: rebuilt {fork} on it; "
         f"`{BASE_TAG}` tags the new base, and the old fork, on {old}, is on "
         f"branch {backup}."
     )

@@ -82,6 +82,11 @@ def subject(repo: Path, commit: str) -> str:
     return git(repo, "log", "-1", "--format=%s", commit).stdout.strip()
 
 
+def series_subjects(repo: Path) -> list[str]:
+    """The subject lines of `base..HEAD`, oldest first."""
+    return git(repo, "log", "--reverse", "--format=%s", SERIES).stdout.splitlines()
+
+
 def series_commits(repo: Path, head: str = "HEAD") -> list[str]:
     """The commits of `base..head`, oldest first."""
     return git(repo, "rev-list", "--reverse", f"{BASE_TAG}..{head}").stdout.split()

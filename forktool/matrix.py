@@ -22,7 +22,7 @@ from pathlib import Path
 from forktool.checks import GPU_ONLY
 from forktool.errors import ForkToolError
 from forktool.forktree import series_tests_on_base, worktree
-from forktool.git import BASE_TAG, series_commits, subject
+from forktool.git import BASE_TAG, series_commits, series_subjects
 from forktool.layout import Layout
 from forktool.results import Measured
 from forktool.upstream import Result, Runner, Selection, excerpt
@@ -129,7 +129,7 @@ def regression_matrix(
         }
         columns = {name: run.result() for name, run in runs.items()}
         drop_checks_before_their_patch(
-            columns, selection.checks_from, [subject(fork, c) for c in commits]
+            columns, selection.checks_from, series_subjects(fork)
         )
         drop_not_on_base(columns["base+tests"], selection.not_on_base)
         print(table(columns))

@@ -30,7 +30,7 @@ from typing import Any
 from forktool import results
 from forktool.checks import REGISTRY, SETUP, TEST
 from forktool.errors import ForkToolError
-from forktool.git import SERIES, git
+from forktool.git import git, series_subjects
 from forktool.pr.description import TEMPLATE, Facts, render
 from forktool.pr.kit import resign, write_kit
 from forktool.pr.sections import NOT_MEASURED, Found
@@ -115,11 +115,11 @@ def make_kit(
     tree = results.fork_tree(fork)
     found = load_results(store, tree, allow_partial)
     prose = load_prose(prose_file)
-    subjects = git(fork, "log", "--reverse", "--format=%s", SERIES)
+    subjects = series_subjects(fork)
     facts = Facts(
         tree,
         version,
-        subjects.stdout.splitlines(),
+        subjects,
         signer,
         neutral,
         review_runners(review),
