@@ -339,7 +339,7 @@ def test_an_interrupted_git_am_of_sync_is_recovered_by_sync(workspace, monkeypat
     monkeypatch.setattr("forktool.forktree.git", interrupted)
     with pytest.raises(KeyboardInterrupt):
         sync(workspace)
-    monkeypatch.undo()
+    monkeypatch.setattr("forktool.forktree.git", real)
     assert am_marker(tree).exists()
     with pytest.raises(ForkToolError, match="sync's own `git am`.*interrupted"):
         export(tree, patches)
