@@ -19,11 +19,12 @@ from typing import Any
 
 from forktool import hfcache
 from forktool.errors import ForkToolError
-from forktool.forktree import ensure_safe, worktree
+from forktool.forktree import worktree
 from forktool.git import BASE_TAG
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.results import CheckResult, fork_tree, write
+from forktool.safety import ensure_safe
 from forktool.tree_process import TreeProcess
 from forktool.upstream import test_env
 from forktool.venv import python, venv_id

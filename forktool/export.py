@@ -15,8 +15,9 @@ from pathlib import Path
 from forktool.advice import linearise, refusal, warnings
 from forktool.errors import ConflictError, ForkToolError
 from forktool.fork import known_record, save
-from forktool.forktree import ensure_safe, format_patches
+from forktool.forktree import format_patches
 from forktool.git import git
+from forktool.safety import ensure_safe
 from forktool.series import HEADER, describe, read_series, write_series
 from forktool.standing import Entry, Standing, State, compare
 from forktool.verify import prove, unexportable

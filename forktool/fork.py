@@ -19,11 +19,11 @@ from forktool.errors import ConflictError, ForkToolError
 from forktool.forktree import (
     apply,
     create_base,
-    ensure_safe,
     fork_patches,
     recover,
 )
 from forktool.git import BASE_TAG, git, subject
+from forktool.safety import ensure_safe
 from forktool.series import PatchInfo, describe, read_series
 from forktool.standing import (
     Entry,

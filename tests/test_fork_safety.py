@@ -31,9 +31,9 @@ from test_fork import (
 from forktool import backups, checks, fork, pins
 from forktool.errors import ConflictError, ForkToolError
 from forktool.export import export
-from forktool.forktree import am_marker
 from forktool.layout import REPO
 from forktool.pins import Artifact, Pins, fetch, sha256_of
+from forktool.safety import am_marker
 
 
 def follow(workspace, message: str) -> None:

@@ -9,10 +9,10 @@ from forktool import checks, mutate, results
 from forktool.commands.command import Command
 from forktool.commands.prepare import runner
 from forktool.errors import ForkToolError
-from forktool.forktree import ensure_safe
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.results import Measured
+from forktool.safety import ensure_safe
 from forktool.upstream import Selection
 from forktool.venv import venv_id
 
