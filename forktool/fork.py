@@ -94,7 +94,7 @@ def known_record(fork: Path, have: list[PatchInfo], patches_dir: Path) -> list[E
     record = load_record(fork)
     if record is not None:
         return record
-    committed = _committed(patches_dir)
+    committed = committed_fingerprints(patches_dir)
     return [
         Entry(p.subject, p.fingerprint, p.fingerprint)
         for p in have
@@ -102,7 +102,7 @@ def known_record(fork: Path, have: list[PatchInfo], patches_dir: Path) -> list[E
     ]
 
 
-def _committed(patches_dir: Path, limit: int = 200) -> set[str]:
+def committed_fingerprints(patches_dir: Path, limit: int = 200) -> set[str]:
     """Fingerprints of the patch files in the last `limit` commits of patches/."""
     if git(patches_dir, "rev-parse", "-q", "--verify", "HEAD", check=False).returncode:
         return set()
