@@ -170,8 +170,9 @@ def _used_by(pins: Pins) -> set[Path]:
 
 
 def in_use(pins: Pins) -> dict[Path, list[Path]]:
-    """What in the cache each clone on this machine uses: its pins' downloads
-    and uv, and the venvs an older forktool shared that hold its fork."""
+    """What in the cache each clone on this machine uses and the cache holds:
+    its pins' downloads and uv, and the venvs an older forktool shared that
+    hold its fork."""
     used = {LAYOUT.root: _used_by(pins)}
     for entry in sorted(_clones().glob("*.json")):
         repo = Path(json.loads(entry.read_text())["repo"])
@@ -183,7 +184,19 @@ def in_use(pins: Pins) -> dict[Path, list[Path]]:
         fork = editable_vllm(old)
         if fork is not None and fork.exists():
             used.setdefault(fork.parent.parent, set()).add(old)
-    return {repo: sorted(paths) for repo, paths in used.items()}
+    return {
+        repo: sorted(p for p in paths if p.exists()) for repo, paths in used.items()
+    }
+
+
+def users(pins: Pins) -> dict[Path, list[Path]]:
+    """Each path in the cache that a clone uses, once, with the clones that
+    use it (clones on the same pins share them)."""
+    found: dict[Path, list[Path]] = {}
+    for repo, paths in in_use(pins).items():
+        for path in paths:
+            found.setdefault(path, []).append(repo)
+    return {path: sorted(set(found[path])) for path in sorted(found)}
 
 
 def editable_vllm(venv: Path) -> Path | None:

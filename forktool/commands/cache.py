@@ -4,16 +4,30 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from pathlib import Path
 
 from forktool.commands.command import Command
 from forktool.pins import Pins
-from forktool.venv import in_use, register_clone, size, stale
+from forktool.venv import register_clone, size, stale, users
+
+
+def grouped(used: dict[Path, list[Path]]) -> dict[tuple[Path, ...], list[Path]]:
+    """The paths each set of clones uses: each path listed once, each set of
+    clones (those on the same pins) named once."""
+    groups: dict[tuple[Path, ...], list[Path]] = {}
+    for path, clones in used.items():
+        groups.setdefault(tuple(clones), []).append(path)
+    return groups
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
     register_clone()
-    for repo, paths in in_use(pins).items():
-        print(f"in use by {repo}: {', '.join(map(str, paths)) or 'nothing'}")
+    groups = grouped(users(pins))
+    for clones, paths in groups.items():
+        print(f"in use by {', '.join(map(str, clones))}:")
+        print("".join(f"    {path}\n" for path in paths), end="")
+    if not groups:
+        print("nothing in the cache is in use")
     old = stale(pins)
     for path in old:
         print(f"{'removing' if args.remove else 'stale'}  {path}  {size(path)} bytes")
@@ -33,14 +47,17 @@ def options(parser: argparse.ArgumentParser) -> None:
 COMMAND = Command(
     "cache",
     "list (and remove) downloads and uv builds no clone uses",
-    "List what ${VLLM_FORK_CACHE:-~/.cache/vllm-fork} holds that the pins of no "
-    "clone on this machine use (every clone that ran sync, install or cache is "
-    "noted there), with their sizes: downloads, uv builds, and the venvs an "
-    "older forktool shared, unless they still hold an existing clone's fork; "
-    "--remove deletes them. A clone's own venv, build/.venv, is never touched "
-    "(`rm -rf build/.venv` removes it; uv's cache is pruned with `uv cache "
-    "prune`): it refuses to list or remove what any clone uses. Writes: "
-    "nothing without --remove.",
+    "List what ${VLLM_FORK_CACHE:-~/.cache/vllm-fork} holds (a relative "
+    "value is the clone's: resolved against its root, never the current "
+    "folder). First what is in use, each path once under the clones that use "
+    "it (every clone that ran sync, install or cache is noted there; those on "
+    "the same pins share a line), only what is there; then, with their sizes, "
+    "what the pins of no clone on this machine use: downloads, uv builds, and "
+    "the venvs an older forktool shared, unless they still hold an existing "
+    "clone's fork; --remove deletes those. A clone's own venv, build/.venv, "
+    "is never touched (`rm -rf build/.venv` removes it; uv's cache is pruned "
+    "with `uv cache prune`): it refuses to list or remove what any clone uses. "
+    "Writes: the clone's note in the cache; nothing else without --remove.",
     run,
     options,
 )
