@@ -1,15 +1,21 @@
 """The `backup/<time>` branches `sync` leaves in the fork, and their pruning.
 
-A backup is prunable when every one of its commits is in the fork by
-`git patch-id` (`git cherry`): deleting it loses no patch.
+A backup is prunable when it holds no work found nowhere else: each of its
+commits is in the fork by `git patch-id` (`git cherry`), or is a version of
+a patch committed in this repository's patches/ (a teammate changed that
+patch, so the series superseded it; git history keeps the old version).
 """
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from forktool.git import git
+from forktool.fork import committed_fingerprints
+from forktool.forktree import FORMAT_PATCH
+from forktool.git import ISOLATED, git
+from forktool.series import describe
 
 
 @dataclass(frozen=True)
@@ -18,46 +24,88 @@ class Backup:
     date: str
     commits: int
     lacking: list[str]
-    """Subjects of its commits whose change the fork's HEAD lacks."""
+    """Subjects of its commits that the fork's HEAD lacks and patches/'
+    history does not hold: local work nobody saved."""
+    superseded: list[str]
+    """Subjects of its commits that the fork lacks but that are versions of
+    patches committed in patches/: the series replaced them."""
 
 
-def backups(fork: Path) -> list[Backup]:
+def _fingerprint(fork: Path, commit: str) -> str:
+    """The fingerprint of `commit` as `export` writes it ("" for a merge,
+    which has no patch)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [*FORMAT_PATCH, "-o", tmp, "-1", commit]
+        paths = git(fork, *args, env=ISOLATED).stdout.splitlines()
+        return describe(Path(paths[0])).fingerprint if paths else ""
+
+
+def backups(fork: Path, patches: Path | None = None) -> list[Backup]:
+    """The fork's backups; commits of theirs that are versions of patches
+    committed in `patches` (when given) count as superseded, not lacking."""
     refs = git(
         fork,
         "for-each-ref",
         "--format=%(refname:short)%00%(committerdate:short)",
         "refs/heads/backup/",
     ).stdout.splitlines()
+    committed: set[str] | None = None
     found = []
     for line in refs:
         name, date = line.split("\0")
         root = git(fork, "rev-list", "--max-parents=0", name).stdout.split()[-1]
         cherry = git(fork, "cherry", "-v", "HEAD", name, root).stdout.splitlines()
-        lacking = [c.split(" ", 2)[2] for c in cherry if c.startswith("+")]
-        found.append(Backup(name, date, len(cherry), lacking))
+        lacking, superseded = [], []
+        for sign, commit, *subject in (c.split(" ", 2) for c in cherry):
+            if sign != "+":
+                continue
+            if committed is None:  # read once, and only when needed
+                committed = committed_fingerprints(patches) if patches else set()
+            saved = _fingerprint(fork, commit) in committed
+            (superseded if saved else lacking).append("".join(subject))
+        found.append(Backup(name, date, len(cherry), lacking, superseded))
     return found
 
 
-def report(fork: Path, prune: bool) -> str:
-    found = backups(fork)
-    if not found:
-        return f"{fork} has no backup branches"
+def _listing(found: list[Backup]) -> list[str]:
     lines = []
     for b in found:
-        what = f"{b.commits} commits, {len(b.lacking)} not in the fork"
+        missing = len(b.lacking) + len(b.superseded)
+        what = f"{b.commits} commits, {missing} not in the fork"
+        if b.superseded:
+            what += (
+                f" ({len(b.superseded)} of them older versions in patches/' history)"
+            )
         lines.append(f"  {b.name} ({b.date}): {what}")
-        lines += [f"      {subject}" for subject in b.lacking]
+        lines += [f"      {s}  (local work, saved nowhere else)" for s in b.lacking]
+        lines += [
+            f"      {s}  (committed in patches/: in its git history)"
+            for s in b.superseded
+        ]
+    return lines
+
+
+def report(fork: Path, prune: bool, patches: Path | None = None) -> str:
+    """List the backups of `fork` (or prune them), judged against the fork
+    and the git history of `patches`."""
+    found = backups(fork, patches)
+    if not found:
+        return f"{fork} has no backup branches"
+    lines = _listing(found)
     done = [b for b in found if not b.lacking]
     if not prune:
         return (
             f"{len(found)} backup branches in {fork}:\n" + "\n".join(lines) + "\n"
             f"`python3 -m forktool backups --prune` deletes the {len(done)} whose "
-            "patches are all in the fork."
+            "patches are all in the fork or in the git history of patches/."
         )
     for b in done:
         git(fork, "branch", "-q", "-D", b.name)
     kept = [b.name for b in found if b.lacking]
-    said = f"deleted {len(done)} backup branches whose patches are all in the fork"
+    said = (
+        f"deleted {len(done)} backup branches whose patches are all in the fork "
+        "or in the git history of patches/"
+    )
     if kept:
         said += (
             f"; kept {len(kept)} holding patches the fork lacks (listed above): "

@@ -14,7 +14,7 @@ from forktool.pins import Pins
 def run(pins: Pins, args: argparse.Namespace) -> int:
     if not (LAYOUT.fork / ".git").exists():
         raise ForkToolError(f"{LAYOUT.fork} is not a fork tree; run `sync` first")
-    print(backups.report(LAYOUT.fork, args.prune))
+    print(backups.report(LAYOUT.fork, args.prune, LAYOUT.patches))
     return 0
 
 
@@ -22,7 +22,8 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prune",
         action="store_true",
-        help="delete the backups whose patches are all in the fork",
+        help="delete the backups whose patches are all in the fork or in the git "
+        "history of patches/",
     )
 
 
@@ -31,9 +32,12 @@ COMMAND = Command(
     "list (or --prune) the backup/<time> branches sync and sync --force leave",
     "List the backup/<time> branches in build/vllm, each with its date, its "
     "number of commits and those whose change the fork's HEAD lacks (by git "
-    "patch-id). --prune deletes the backups whose commits are all in the "
-    "fork and keeps the others, which hold patches nowhere else: it refuses "
-    "to delete those. Writes: branches of build/vllm only.",
+    "patch-id), each marked as local work saved nowhere else or as a version "
+    "committed in patches/ (one a teammate's change to that patch replaced: "
+    "git history keeps it). --prune deletes the backups whose commits are all "
+    "in the fork or in the git history of patches/ (the last 200 commits) and "
+    "keeps the others, which hold work nowhere else: it refuses to delete "
+    "those. Writes: branches of build/vllm only.",
     run,
     options,
 )
