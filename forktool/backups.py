@@ -71,17 +71,11 @@ def _listing(found: list[Backup]) -> list[str]:
     lines = []
     for b in found:
         missing = len(b.lacking) + len(b.superseded)
-        what = f"{b.commits} commits, {missing} not in the fork"
-        if b.superseded:
-            what += (
-                f" ({len(b.superseded)} of them older versions in patches/' history)"
-            )
-        lines.append(f"  {b.name} ({b.date}): {what}")
+        lines.append(
+            f"  {b.name} ({b.date}): {b.commits} commits, {missing} not in the fork"
+        )
         lines += [f"      {s}  (local work, saved nowhere else)" for s in b.lacking]
-        lines += [
-            f"      {s}  (committed in patches/: in its git history)"
-            for s in b.superseded
-        ]
+        lines += [f"      {s}  (a version committed in patches/)" for s in b.superseded]
     return lines
 
 

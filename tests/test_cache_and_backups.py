@@ -108,8 +108,8 @@ def test_the_backup_a_teammates_change_leaves_is_pruned(workspace):
     assert backup.lacking == [] and backup.superseded == ["[Core] Second"]
     listed = backups.report(tree, False, patches)
     print(listed)
-    assert "3 commits, 1 not in the fork (1 of them older versions" in listed
-    assert "[Core] Second  (committed in patches/: in its git history)" in listed
+    assert ": 3 commits, 1 not in the fork\n" in listed
+    assert "      [Core] Second  (a version committed in patches/)" in listed
     assert "deletes the 1 whose patches are all in the fork or in" in listed
     pruned = backups.report(tree, True, patches)
     print(pruned)
@@ -129,7 +129,7 @@ def test_a_backup_holding_unexported_work_is_kept(workspace):
     listed = backups.report(tree, False, patches)
     print(listed)
     assert "[Core] Local  (local work, saved nowhere else)" in listed
-    assert "[Core] Second  (committed in patches/" in listed
+    assert "      [Core] Second  (a version committed in patches/)" in listed
     pruned = backups.report(tree, True, patches)
     assert "deleted 0 backup branches" in pruned and "kept 1" in pruned
     assert [b.name for b in backups.backups(tree, patches)] == [backup.name]
