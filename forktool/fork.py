@@ -1,32 +1,32 @@
 """sync: the series brought into the fork, patch by patch.
 
 forktool.forktree makes and rebuilds the fork; `sync` refuses, by where the
-fork stands (forktool.standing), whatever would drop work. Its counterpart,
-forktool.export, writes the fork back to patches/.
+fork stands (forktool.standing), whatever would drop work. It applies the
+series where nobody looks and moves the fork in one step (forktool.journal),
+so a killed sync leaves the fork as it was or as the sync made it. Its
+counterpart, forktool.export, writes the fork back to patches/.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parseaddr
 from pathlib import Path
 
-from forktool import port
+from forktool import journal, port
 from forktool.advice import SYNCED, linearise, refusal
 from forktool.errors import ConflictError, ForkToolError
-from forktool.forktree import (
-    apply,
-    create_base,
-    fork_patches,
-    recover,
-)
+from forktool.forktree import apply, create_base, fork_patches, touched
 from forktool.git import BASE_TAG, git, subject
 from forktool.safety import ensure_safe
 from forktool.series import PatchInfo, describe, read_series
 from forktool.standing import (
     Entry,
+    Refusal,
     Standing,
     State,
     compare,
@@ -36,42 +36,74 @@ from forktool.standing import (
 from forktool.verify import unexportable
 
 
-def _backup(fork: Path) -> str:
-    """Keep the fork's current commits on a new `backup/<time>` branch."""
+def _backup_name(fork: Path) -> str:
+    """A new `backup/<time>` branch name for the fork's current commits."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     name, n = f"backup/{stamp}", 1
     while git(fork, "rev-parse", "-q", "--verify", name, check=False).returncode == 0:
         name, n = f"backup/{stamp}-{n}", n + 1
-    git(fork, "branch", name)
     return name
+
+
+@dataclass
+class Plan:
+    """Where a sync applies the series: on `start`, after the patches `kept`
+    records (`local`: some hold changes not exported yet)."""
+
+    start: str
+    kept: list[Entry]
+    local: bool = False
+    backup: str | None = None
+    """A branch to keep the fork's commits on."""
+    base: str | None = None
+    """A new base commit."""
+
+
+def _entries(
+    series: list[PatchInfo], kept: list[Entry], have: list[PatchInfo]
+) -> list[Entry]:
+    """The record: `kept`, then each later patch of the series with the
+    fork's version of it, if applied."""
+    return kept + [
+        Entry(s.subject, s.fingerprint, have[i].fingerprint if i < len(have) else None)
+        for i, s in enumerate(series[len(kept) :], len(kept))
+    ]
 
 
 def _apply_series(
     fork: Path,
     paths: list[Path],
     series: list[PatchInfo],
-    kept: list[Entry],
+    plan: Plan,
     author: str,
     log: Path,
-    selection: Path | None,
-    local: bool,
-) -> str:
-    """Apply the series after its first len(kept) patches; record what it did
-    (`local`: `kept` holds changes not exported yet). Returns a note on the
-    paths the series names that the fork lacks, if any."""
-    m, done = len(kept), False
+    generated: tuple[str, ...],
+) -> None:
+    """Apply the series after its first len(plan.kept) patches in a staging
+    worktree, then move the fork there in one step, also when a patch does
+    not apply (to the last good commit; the error follows)."""
+    m = len(plan.kept)
+    head = git(fork, "rev-parse", "HEAD").stdout.strip()
+    stage = journal.begin(fork, plan.start, touched(paths[m:]))
+    error = None
     try:
-        apply(fork, paths[m:], author, log, first=m + 1)
-        done = True
-    finally:
-        have = fork_patches(fork)
-        entries = kept + [
-            Entry(s.subject, s.fingerprint, have[i].fingerprint)
-            if i < len(have)
-            else Entry(s.subject, s.fingerprint, None)
-            for i, s in enumerate(series[m:], m)
-        ]
-        save(fork, entries, agreed=done and not local)
+        apply(stage, paths[m:], author, log, m + 1, shown=fork, env=journal.SPARSE)
+    except ForkToolError as e:
+        error = e
+    since = plan.base or BASE_TAG
+    entries = _entries(series, plan.kept, fork_patches(stage, since))
+    target = git(stage, "rev-parse", "HEAD").stdout.strip()
+    move = journal.Move(
+        head, target, entries, error is None and not plan.local, plan.backup,
+        plan.base, list(generated) if plan.base else [],
+    )  # fmt: skip
+    journal.commit_sync(fork, move)
+    if error:
+        raise error
+
+
+def _lacking(fork: Path, paths: list[Path], selection: Path | None) -> str:
+    """A note on the paths the series names that the fork lacks, if any."""
     lacking = port.missing(fork, paths, selection)
     if not lacking:
         return ""
@@ -148,19 +180,23 @@ def sync(
     """Bring `fork` to base + series without ever dropping work; say what was
     done. `selection` (upstream-tests.toml) names paths the fork must have."""
     log = log or fork.parent / "logs" / "sync-git-am.log"
+    made = (fork / ".git").exists()
+    recovered = journal.recover(fork) if made else None
     paths = read_series(patches_dir)
     series = [describe(path) for path in paths]
-    apply_from = lambda kept, local=False: _apply_series(  # noqa: E731
-        fork, paths, series, kept, author, log, selection, local
-    )
-    if not (fork / ".git").exists():
+
+    def run(plan: Plan) -> str:
+        """Apply the series as `plan` says; a note on what the fork lacks."""
+        _apply_series(fork, paths, series, plan, author, log, generated)
+        return _lacking(fork, paths, selection)
+
+    if not made:
         if fork.exists() and any(fork.iterdir()):
             raise ForkToolError(f"{fork} exists but is not a fork tree; move it away")
-        create_base(sdist(), fork, author, base_message, generated)
-        lacking = apply_from([])
+        _materialise(fork, paths, series, author, log, base_message, sdist, generated)
+        lacking = _lacking(fork, paths, selection)
         return f"materialised {fork}: base + {len(paths)} patches{lacking}"
 
-    recovered = recover(fork)
     ensure_safe(fork, "sync")
     merges, empty = unexportable(fork)
     if (merges or empty) and not force:
@@ -178,22 +214,47 @@ def sync(
                 "base once nothing in it is unsaved.\n"
                 + refusal(fork, standing, "sync", len(paths))
             )
-        return _move_base(fork, author, base_message, sdist, generated, apply_from)
-
-    done = _sync_same_base(fork, paths, standing, record, force, apply_from)
+        done = _move_base(fork, author, base_message, sdist, generated, run)
+    else:
+        done = _sync_same_base(fork, paths, standing, record, force, run)
     return f"{recovered}\n{done}" if recovered else done
 
 
-def _sync_same_base(fork, paths, standing, record, force, apply_from) -> str:
+def _materialise(
+    fork: Path,
+    paths: list[Path],
+    series: list[PatchInfo],
+    author: str,
+    log: Path,
+    base_message: str,
+    sdist: Callable[[], Path],
+    generated: tuple[str, ...],
+) -> None:
+    """Make the fork beside it, then rename it into place: a killed first
+    sync leaves no fork, and the next one starts again."""
+    partial = fork.with_name(f".{fork.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    create_base(sdist(), partial, author, base_message, generated)
+    error = None
+    try:
+        apply(partial, paths, author, log, shown=fork)
+    except ForkToolError as e:
+        error = e
+    save(partial, _entries(series, [], fork_patches(partial)), agreed=error is None)
+    os.replace(partial, fork)
+    if error:
+        raise error
+
+
+def _sync_same_base(fork, paths, standing, record, force, run) -> str:
     """sync on the pinned base: apply what the series added, or rebuild."""
     if not standing.changed:
         entries = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
         save(fork, entries, agreed=True)
         return f"{fork} is up to date with the series ({len(paths)} patches)"
     if force:
-        backup = _backup(fork)
-        git(fork, "reset", "-q", "--hard", BASE_TAG)
-        lacking = apply_from([])
+        backup = _backup_name(fork)
+        lacking = run(Plan(BASE_TAG, [], backup=backup))
         return (
             f"rebuilt {fork} from the series; old commits on branch {backup}{lacking}"
         )
@@ -201,7 +262,7 @@ def _sync_same_base(fork, paths, standing, record, force, apply_from) -> str:
     if m is not None:
         kept = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
         local = standing.of(State.LOCAL)
-        lacking = apply_from(kept, bool(local))
+        lacking = run(Plan("HEAD", kept, local=bool(local)))
         text = f"applied {len(paths) - m} patches of the series to {fork}:"
         text += "".join(
             f"\n  {p.name}: applied; it was {_why(standing, p.name)}" for p in paths[m:]
@@ -212,12 +273,13 @@ def _sync_same_base(fork, paths, standing, record, force, apply_from) -> str:
             text += "\nSave them with `python3 -m forktool export`."
         return text + lacking
     if standing.of(State.LOCAL, State.BOTH):
-        raise ConflictError(refusal(fork, standing, "sync", len(paths)))
+        diverged = Refusal.of(standing) is Refusal.DIVERGED
+        error = ConflictError if diverged else ForkToolError
+        raise error(refusal(fork, standing, "sync", len(paths)))
     report = standing.report(State.BEHIND, advice=False)
-    backup = _backup(fork)
-    git(fork, "reset", "-q", "--hard", BASE_TAG)
+    backup = _backup_name(fork)
     try:
-        lacking = apply_from([])
+        lacking = run(Plan(BASE_TAG, [], backup=backup))
     except ForkToolError as e:
         raise type(e)(
             f"The series changed:\n{report}\nRebuilt {fork} from it; its previous "
@@ -254,7 +316,7 @@ def _move_base(
     base_message: str,
     sdist: Callable[[], Path],
     generated: tuple[str, ...],
-    apply_from: Callable[[list[Entry]], str],
+    run: Callable[[Plan], str],
 ) -> str:
     """Rebuild the fork on the pinned base; the old fork stays on a backup branch.
 
@@ -269,19 +331,15 @@ def _move_base(
         git(fork, "fetch", "-q", "--no-tags", str(staging.resolve()), "HEAD")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    backup = _backup(fork)
     new_base = git(fork, "rev-parse", "FETCH_HEAD").stdout.strip()
-    git(fork, "tag", "-f", BASE_TAG, new_base)
-    git(fork, "reset", "-q", "--hard", new_base)
-    exclude = fork / ".git" / "info" / "exclude"
-    exclude.write_text("".join(f"/{path}\n" for path in generated))
+    backup = _backup_name(fork)
     moved = (
-        f"The pinned base is now {subject(fork, BASE_TAG)}: rebuilt {fork} on it; "
+        f"The pinned base is now {subject(fork, new_base)}: rebuilt {fork} on it; "
         f"`{BASE_TAG}` tags the new base, and the old fork, on {old}, is on "
         f"branch {backup}."
     )
     try:
-        lacking = apply_from([])
+        lacking = run(Plan(new_base, [], backup=backup, base=new_base))
     except ForkToolError as e:
         raise type(e)(f"{moved}\n{e}") from None
     return f"{moved}\nAll patches of the series apply.{lacking}"

@@ -10,7 +10,6 @@ its build outputs.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -21,7 +20,6 @@ from pathlib import Path
 from forktool import port, verify
 from forktool.errors import ConflictError, ForkToolError
 from forktool.git import BASE_TAG, ISOLATED, SERIES, git, identity
-from forktool.safety import Operation, am_marker
 from forktool.series import PatchInfo, describe
 
 # A fixed date for the base commit, and committer dates taken from the
@@ -44,45 +42,45 @@ def _extract(sdist: Path, dest: Path) -> None:
         tops = {Path(m.name).parts[0] for m in tar.getmembers()}
         if len(tops) != 1:
             raise ForkToolError(f"{sdist} has {len(tops)} top-level entries, not one")
-        with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        # A fixed name, so that what a killed run left is found and removed.
+        unpack = dest.with_name(f"{dest.name}.unpack")
+        shutil.rmtree(unpack, ignore_errors=True)
+        try:
             # The "data" filter refuses unsafe paths and drops the archive's
             # owners, so the tree belongs to us and git trusts it.
-            tar.extractall(tmp, filter="data")
-            os.replace(Path(tmp, tops.pop()), dest)
+            tar.extractall(unpack, filter="data")
+            os.replace(unpack / tops.pop(), dest)
+        finally:
+            shutil.rmtree(unpack, ignore_errors=True)
 
 
 def create_base(
     sdist: Path, fork: Path, author: str, message: str, generated: tuple[str, ...]
 ) -> None:
-    """Make `fork` a repository whose only commit is the unpacked sdist.
+    """Make `fork`, which must not exist, a repository whose only commit is
+    the unpacked sdist.
 
     `generated` names sdist paths that builds rewrite; they stay untracked
     (and ignored) so that installing the fork leaves its tree clean.
     """
     fork.parent.mkdir(parents=True, exist_ok=True)
-    partial = fork.with_name(f".{fork.name}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        _extract(sdist, partial)
-        # No user.name/user.email here: people commit in the fork as themselves.
-        # No template and nobody's config (core.autocrlf, ...): the same blobs
-        # and commit in every clone.
-        init = ["init", "-q", "--template=", "--initial-branch=main"]
-        git(partial, *init, env=ISOLATED)
-        # Every source file, also those the sdist's .gitignore matches.
-        git(partial, "add", "-A", "--force", env=ISOLATED)
-        untrack = ["rm", "-r", "-q", "--cached", "--ignore-unmatch", *generated]
-        git(partial, *untrack, env=ISOLATED)
-        exclude = partial / ".git" / "info" / "exclude"
-        exclude.parent.mkdir(exist_ok=True)
-        exclude.write_text("".join(f"/{path}\n" for path in generated))
-        dated = {"GIT_AUTHOR_DATE": BASE_DATE, "GIT_COMMITTER_DATE": BASE_DATE}
-        env = {**ISOLATED, **identity(author), **dated}
-        git(partial, "commit", "-q", "-m", message, env=env)
-        git(partial, "tag", BASE_TAG, env=ISOLATED)
-        os.replace(partial, fork)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+    _extract(sdist, fork)
+    # No user.name/user.email here: people commit in the fork as themselves.
+    # No template and nobody's config (core.autocrlf, ...): the same blobs
+    # and commit in every clone.
+    init = ["init", "-q", "--template=", "--initial-branch=main"]
+    git(fork, *init, env=ISOLATED)
+    # Every source file, also those the sdist's .gitignore matches.
+    git(fork, "add", "-A", "--force", env=ISOLATED)
+    untrack = ["rm", "-r", "-q", "--cached", "--ignore-unmatch", *generated]
+    git(fork, *untrack, env=ISOLATED)
+    exclude = fork / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    exclude.write_text("".join(f"/{path}\n" for path in generated))
+    dated = {"GIT_AUTHOR_DATE": BASE_DATE, "GIT_COMMITTER_DATE": BASE_DATE}
+    env = {**ISOLATED, **identity(author), **dated}
+    git(fork, "commit", "-q", "-m", message, env=env)
+    git(fork, "tag", BASE_TAG, env=ISOLATED)
 
 
 def _failed_files(output: str) -> list[str]:
@@ -96,56 +94,74 @@ def _failed_files(output: str) -> list[str]:
     return sorted(set(files))
 
 
-def apply(
-    fork: Path, patches: list[Path], author: str, log: Path, first: int = 1
-) -> None:
-    """`git am -3` each patch and check the files it made against the patch's
-    `index` lines; on failure leave the tree at the last good commit.
+def touched(patches: list[Path]) -> set[str]:
+    """Every path the patches read or write."""
+    found = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        for patch in patches:
+            diff = verify.diff_of(patch, Path(tmp)).read_text(errors="replace")
+            found |= {p for c in verify.changes(diff) for p in (c.old, c.new) if p}
+    return found
 
-    `first` is the number of `patches[0]` in the series, for the message;
-    git's own output goes only to `log`.
+
+def apply(
+    repo: Path,
+    patches: list[Path],
+    author: str,
+    log: Path,
+    first: int = 1,
+    shown: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> None:
+    """`git am -3` each patch in `repo` and check the files it made against
+    the patch's `index` lines; on failure leave `repo` at the last good commit.
+
+    `first` is the number of `patches[0]` in the series and `shown` the fork
+    that messages name (`repo` by default); `env` is added to the git
+    commands that write the working tree. git's own output goes only to `log`.
     """
+    fork = shown or repo
+    # git am --abort writes a reflog entry: it needs an identity too.
+    tree = {**ISOLATED, **identity(author), **(env or {})}
     total = first - 1 + len(patches)
-    marker = am_marker(fork)
     for number, patch in enumerate(patches, first):
-        before = git(fork, "rev-parse", "HEAD").stdout.strip()
-        marker.write_text(json.dumps({"head": before, "patch": str(patch)}))
+        before = git(repo, "rev-parse", "HEAD").stdout.strip()
         result = git(
-            fork,
+            repo,
             "am",
             "-3",
             "--keep-non-patch",  # keep "[Core]"-style subject tags
             "--committer-date-is-author-date",
             str(patch),
-            env={**ISOLATED, **identity(author)},
+            env=tree,
             check=False,
         )
         where = f"patch {number} of {total} in the series"
         if result.returncode == 0:
-            wrong = verify.applied(fork, patch)
+            wrong = verify.applied(repo, patch)
             if wrong:
-                git(fork, "reset", "-q", "--hard", before)
-                marker.unlink()
+                git(repo, "reset", "-q", "--hard", before, env=tree)
                 raise ForkToolError(
                     f"{where} applied other content than it names, refused: "
                     f"{patch.name}\n" + "\n".join(wrong) + "\n"
-                    "git read the patch otherwise than it was written (a hunk "
-                    "header that counts other lines than its hunk has?); fix the "
-                    "patch file, or export it again from a fork that has it.\n"
-                    f"{fork} is left at the last good commit, {head_subject(fork)}."
+                    "git read the patch otherwise than it was written: was the "
+                    "patch file edited by hand (a `+` or `-` line changed, or a "
+                    "hunk header that counts other lines than its hunk has)? Fix "
+                    "the patch file (`git diff patches/` shows a hand edit), or "
+                    "export it again from a fork that has it.\n"
+                    f"{fork} is left at the last good commit, {head_subject(repo)}."
                 )
             continue
         output = result.stdout + result.stderr
-        unmerged = git(fork, "diff", "--name-only", "--diff-filter=U").stdout.split()
-        git(fork, "am", "--abort", check=False)
-        marker.unlink()
+        unmerged = git(repo, "diff", "--name-only", "--diff-filter=U").stdout.split()
+        git(repo, "am", "--abort", env=tree, check=False)
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(f"$ git -C {fork} am -3 {patch}\n{output}")
         left = (
-            f"{fork} is left clean at the last good commit, {head_subject(fork)} "
+            f"{fork} is left clean at the last good commit, {head_subject(repo)} "
             f"({number - 1} of {total} patches applied).\n"
         )
-        unreadable = _unreadable(fork, patch, output)
+        unreadable = _unreadable(repo, patch, output)
         if unreadable:
             raise ForkToolError(
                 f"{where} cannot be read by git: {patch.name}\n  {unreadable}\n"
@@ -153,7 +169,7 @@ def apply(
                 "hand edit?), then run `python3 -m forktool sync` again.\n"
                 f"git's output: {log}"
             )
-        numstat = git(fork, "apply", "--numstat", str(patch), check=False).stdout
+        numstat = git(repo, "apply", "--numstat", str(patch), check=False).stdout
         files = [line.split("\t", 2)[2] for line in numstat.splitlines()]
         conflicting = sorted(set(unmerged) | set(_failed_files(output)))
         kinds = port.conflicts(output)
@@ -171,7 +187,6 @@ def apply(
             "  python3 -m forktool export    # saves the ported patch in patches/\n"
             f"git's output: {log}"
         )
-    marker.unlink(missing_ok=True)
 
 
 UNREADABLE = r"^(?:error|fatal): ((?:corrupt|malformed).*)$"
@@ -186,48 +201,19 @@ def _unreadable(fork: Path, patch: Path, output: str) -> str | None:
     return f"git says: {said[0]} of {patch}" if said else None
 
 
-def recover(fork: Path) -> str | None:
-    """Undo a `git am` that `apply` started and that was interrupted (Ctrl-C):
-    back to the commit before it, without the files its patch was adding."""
-    marker = am_marker(fork)
-    if not marker.exists():
-        return None
-    started = json.loads(marker.read_text())
-    patch = Path(started["patch"])
-    if Operation.stopped_in(fork) is Operation.AM:
-        git(fork, "am", "--abort", check=False)
-    if git(fork, "rev-parse", "HEAD").stdout.strip() != started["head"]:
-        marker.unlink()  # someone finished it by hand: nothing to undo
-        return None
-    git(fork, "reset", "-q", "--hard", started["head"])
-    if patch.is_file():
-        with tempfile.TemporaryDirectory() as tmp:
-            diff = verify.diff_of(patch, Path(tmp)).read_text(errors="replace")
-        added = [c.new for c in verify.changes(diff) if c.old is None and c.new]
-        if added:
-            untracked = git(fork, "ls-files", "-z", "--others", "--", *added).stdout
-            for name in filter(None, untracked.split("\0")):
-                (fork / name).unlink()
-    marker.unlink()
-    return (
-        f"sync's own `git am` of {patch.name} was interrupted; undid it: {fork} "
-        f"is back at {head_subject(fork)}."
-    )
-
-
 def head_subject(fork: Path) -> str:
     return git(fork, "log", "-1", "--format=%h %s").stdout.strip()
 
 
-def format_patches(fork: Path, out: Path) -> list[Path]:
-    """Write the fork's commits since `base` as normalised patch files."""
-    result = git(fork, *FORMAT_PATCH, "-o", str(out), SERIES, env=ISOLATED)
+def format_patches(fork: Path, out: Path, since: str = BASE_TAG) -> list[Path]:
+    """Write the fork's commits since `since` as normalised patch files."""
+    result = git(fork, *FORMAT_PATCH, "-o", str(out), f"{since}..HEAD", env=ISOLATED)
     return [Path(line) for line in result.stdout.splitlines()]
 
 
-def fork_patches(fork: Path) -> list[PatchInfo]:
+def fork_patches(fork: Path, since: str = BASE_TAG) -> list[PatchInfo]:
     with tempfile.TemporaryDirectory() as tmp:
-        return [describe(path) for path in format_patches(fork, Path(tmp))]
+        return [describe(path) for path in format_patches(fork, Path(tmp), since)]
 
 
 def worktree(fork: Path, path: Path, commit: str) -> Path:

@@ -5,7 +5,10 @@ tool's own commits carry `identity(author)`; commands whose output must not
 depend on anybody's git configuration run with `ISOLATED`. None of them signs
 or runs hooks (`NEUTRAL`): the tool's commits are the same in every clone,
 whatever its user's `commit.gpgsign` or `core.hooksPath`; people's own
-commits, which the tool never makes, keep their settings.
+commits, which the tool never makes, keep their settings. Nor does any start
+a background process (`git gc --auto`, an fsmonitor daemon), which would
+work on after the tool ends and hold the clone's lock (forktool.clone_lock)
+that every git command inherits.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from email.utils import parseaddr
 from pathlib import Path
 from typing import Any
 
+from forktool import clone_lock
 from forktool.errors import ForkToolError
 
 BASE_TAG = "base"
@@ -28,10 +32,12 @@ SERIES = f"{BASE_TAG}..HEAD"
 # No global or system config (format.signature, diff.noprefix, core.abbrev,
 # ...): what the tool writes is the same on every machine.
 ISOLATED = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-# Also over the repository's own config: no signing, no hooks.
+# Also over the repository's own config: no signing, no hooks, no
+# background process.
 NEUTRAL = (
     *("-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false"),
     *("-c", f"core.hooksPath={os.devnull}"),
+    *("-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.fsmonitor=false"),
 )
 
 
@@ -58,6 +64,7 @@ def git(
         capture_output=True,
         text=not binary,
         env={**os.environ, **(env or {})},
+        pass_fds=clone_lock.inherited(),
     )
     if check and result.returncode != 0:
         where = f" in {repo}" if repo is not None else ""

@@ -33,7 +33,6 @@ from forktool.errors import ConflictError, ForkToolError
 from forktool.export import export
 from forktool.layout import REPO
 from forktool.pins import Artifact, Pins, fetch, sha256_of
-from forktool.safety import am_marker
 
 
 def follow(workspace, message: str) -> None:
@@ -322,14 +321,11 @@ def test_sign_off_advice_signs_only_the_commits_that_lack_it(workspace):
     assert len(list(patches.glob("*.patch"))) == 4
 
 
-def test_an_interrupted_git_am_of_sync_is_recovered_by_sync(workspace, monkeypatch):
-    _, patches, tree = workspace
-    series_of(workspace, *THREE)
-    shutil.rmtree(tree)
+def _interrupt_third_am(monkeypatch):
+    """Ctrl-C inside the am of the third patch, after it began its file."""
     real = fork.git
 
     def interrupted(repo, *args, **kwargs):
-        """Ctrl-C inside the am of the third patch, after it began its file."""
         if args[:1] == ("am",) and args[-1].endswith("0003-Core-Third.patch"):
             (repo / "mini/extra.py").write_text("EXTRA =")
             real(repo, *args, check=False)  # stops: the file is in the way
@@ -337,18 +333,40 @@ def test_an_interrupted_git_am_of_sync_is_recovered_by_sync(workspace, monkeypat
         return real(repo, *args, **kwargs)
 
     monkeypatch.setattr("forktool.forktree.git", interrupted)
+    return lambda: monkeypatch.setattr("forktool.forktree.git", real)
+
+
+def test_a_sync_stopped_in_git_am_leaves_the_fork_as_it_was(workspace, monkeypatch):
+    _, patches, tree = workspace
+    series_of(workspace, *THREE)
+    commit(tree, "LOCAL.md", "x\n", "[Doc] Local")
+    before = fork.git(tree, "rev-parse", "HEAD").stdout
+    restore = _interrupt_third_am(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        sync(workspace, force=True)
+    restore()
+    assert fork.git(tree, "rev-parse", "HEAD").stdout == before
+    assert fork.git(tree, "status", "--porcelain").stdout == ""
+    message = sync(workspace, force=True)
+    print(message)
+    assert message.startswith("undid an interrupted command")
+    assert subjects(tree) == [c[2] for c in THREE]
+    assert "[Doc] Local" in fork.git(tree, "log", "--format=%s", "--branches=backup/").stdout
+    assert not list(tree.parent.glob(".mini.*"))
+
+
+def test_a_first_sync_stopped_in_git_am_leaves_no_fork(workspace, monkeypatch):
+    _, patches, tree = workspace
+    series_of(workspace, *THREE)
+    shutil.rmtree(tree)
+    restore = _interrupt_third_am(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         sync(workspace)
-    monkeypatch.setattr("forktool.forktree.git", real)
-    assert am_marker(tree).exists()
-    with pytest.raises(ForkToolError, match="sync's own `git am`.*interrupted"):
-        export(tree, patches)
-    message = sync(workspace)
-    print(message)
-    assert "was interrupted; undid it" in message
-    assert "applied 1 patches" in message
+    restore()
+    assert not tree.exists()
+    assert "materialised" in sync(workspace)
     assert subjects(tree) == [c[2] for c in THREE]
-    assert "0 written, 0 removed" in export(tree, patches)
+    assert [p.name for p in tree.parent.iterdir()] == ["mini"]
 
 
 # --- sha256: which side is wrong ---------------------------------------------

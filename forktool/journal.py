@@ -1,0 +1,197 @@
+"""`sync` and `export` as transactions: prepared where nobody looks, then
+committed in one step that a journal names.
+
+`sync` applies the series in a staging worktree of the fork (`begin`), a
+sparse checkout of the files the patches touch; the fork people see is not
+touched. `commit_sync` then writes the journal and moves the base tag, the
+branch (with its working tree) and the record. `export` writes its patch
+files into a staging folder first; `commit_export` moves them into patches/
+and rewrites the series. A journal is written whole (`os.replace`), so it
+is there or not.
+
+`recover` runs first in every command, under the clone's lock
+(forktool.clone_lock). A journal means a commit was interrupted: it is
+finished (rolled forward). Staging without a journal means the command was
+stopped before committing: the staging is deleted (rolled back), and the fork
+and patches/ are as they were. Whatever signal ended the command, nothing is
+left to resolve by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from forktool.advice import SYNCED
+from forktool.errors import ForkToolError
+from forktool.git import BASE_TAG, git
+from forktool.series import write_series
+from forktool.standing import Entry, save_record
+
+# The staging worktree checks out only the files the patches touch.
+SPARSE = {
+    "GIT_CONFIG_COUNT": "2",
+    "GIT_CONFIG_KEY_0": "core.sparseCheckout",
+    "GIT_CONFIG_VALUE_0": "true",
+    "GIT_CONFIG_KEY_1": "core.sparseCheckoutCone",
+    "GIT_CONFIG_VALUE_1": "false",
+}
+
+
+def journal_path(fork: Path) -> Path:
+    return fork.parent / f".{fork.name}.journal"
+
+
+def staging(fork: Path) -> Path:
+    """The sync's staging worktree."""
+    return fork.parent / f".{fork.name}.sync"
+
+
+def staged_patches(fork: Path) -> Path:
+    """The patch files `export` writes before it moves them into patches/."""
+    return fork.parent / f".{fork.name}.export"
+
+
+@dataclass
+class Move:
+    """What a sync commits: the fork's branch from `head` to `target`."""
+
+    head: str
+    target: str
+    entries: list[Entry]
+    agreed: bool
+    """The fork is then the series, patch by patch."""
+    backup: str | None = None
+    """A branch to keep `head` on."""
+    base: str | None = None
+    """A new base commit for the `base` tag."""
+    exclude: list[str] = field(default_factory=list)
+    """With a new base: the paths it leaves untracked."""
+
+
+@dataclass
+class Export:
+    """What an export commits into patches/."""
+
+    patches: str
+    write: list[str]
+    remove: list[str]
+    series: list[str]
+    entries: list[Entry]
+
+
+def _write_journal(fork: Path, kind: str, data: Move | Export) -> None:
+    path = journal_path(fork)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"kind": kind, **asdict(data)}, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def _discard_staging(fork: Path) -> None:
+    stage = staging(fork)
+    if stage.exists() or (fork / ".git" / "worktrees" / stage.name).exists():
+        git(fork, "worktree", "remove", "--force", str(stage), check=False)
+        shutil.rmtree(stage, ignore_errors=True)
+        git(fork, "worktree", "prune")
+    shutil.rmtree(staged_patches(fork), ignore_errors=True)
+
+
+def begin(fork: Path, start: str, paths: set[str]) -> Path:
+    """A staging worktree of `fork` at `start`, with `paths` checked out."""
+    _discard_staging(fork)
+    stage = staging(fork)
+    git(fork, "worktree", "add", "-q", "--no-checkout", "--detach", str(stage), start)
+    gitdir = Path(git(stage, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (gitdir / "info").mkdir(exist_ok=True)
+    (gitdir / "info" / "sparse-checkout").write_text(
+        "".join(f"/{path}\n" for path in sorted(paths))
+    )
+    git(stage, "checkout", "-q", "--detach", start, env=SPARSE)
+    return stage
+
+
+def _branch_head(fork: Path) -> str:
+    return git(fork, "rev-parse", "HEAD").stdout.strip()
+
+
+def _finish_sync(fork: Path, move: Move) -> None:
+    if move.backup:
+        exists = git(fork, "rev-parse", "-q", "--verify", move.backup, check=False)
+        if exists.returncode:
+            git(fork, "branch", move.backup, move.head)
+    if move.base:
+        git(fork, "tag", "-f", BASE_TAG, move.base)
+        exclude = fork / ".git" / "info" / "exclude"
+        exclude.write_text("".join(f"/{path}\n" for path in move.exclude))
+    git(fork, "reset", "-q", "--hard", move.target)
+    save_record(fork, move.entries)
+    if move.agreed:
+        git(fork, "update-ref", SYNCED, move.target)
+    _discard_staging(fork)
+    journal_path(fork).unlink()
+
+
+def commit_sync(fork: Path, move: Move) -> None:
+    """Move the fork to what the staging worktree built, as one step."""
+    _write_journal(fork, "sync", move)
+    _finish_sync(fork, move)
+
+
+def stage_export(fork: Path) -> Path:
+    """An empty folder for the patch files an export writes."""
+    _discard_staging(fork)
+    folder = staged_patches(fork)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def _finish_export(fork: Path, export: Export) -> None:
+    patches, staged = Path(export.patches), staged_patches(fork)
+    for name in export.write:
+        if (staged / name).exists():
+            os.replace(staged / name, patches / name)
+    for name in export.remove:
+        (patches / name).unlink(missing_ok=True)
+    write_series(patches, export.series)
+    save_record(fork, export.entries)
+    git(fork, "update-ref", SYNCED, "HEAD")
+    shutil.rmtree(staged, ignore_errors=True)
+    journal_path(fork).unlink()
+
+
+def commit_export(fork: Path, export: Export) -> None:
+    """Move the staged patch files into patches/ and rewrite the series."""
+    _write_journal(fork, "export", export)
+    _finish_export(fork, export)
+
+
+def recover(fork: Path) -> str | None:
+    """Finish an interrupted commit, or delete an interrupted command's
+    staging; say what was done, if anything."""
+    path = journal_path(fork)
+    if path.exists():
+        data = json.loads(path.read_text())
+        kind = data.pop("kind")
+        data["entries"] = [Entry(**e) for e in data["entries"]]
+        if kind == "export":
+            _finish_export(fork, Export(**data))
+            return f"finished an interrupted export into {data['patches']}"
+        move = Move(**data)
+        head = _branch_head(fork)
+        if head not in (move.head, move.target):
+            raise ForkToolError(
+                f"A sync was interrupted while it moved {fork} from {move.head[:12]} "
+                f"to {move.target[:12]}, and the fork is now at {head[:12]}, so "
+                f"nothing was changed. Keep what you want: `git -C {fork} branch "
+                f"keep {move.target[:12]}` keeps the sync's result; then delete "
+                f"{path} and run the command again."
+            )
+        _finish_sync(fork, move)
+        return f"finished an interrupted sync: {fork} is at the series it applied"
+    if staging(fork).exists() or staged_patches(fork).exists():
+        _discard_staging(fork)
+        return f"undid an interrupted command: {fork} and patches/ are as before it"
+    return None
