@@ -18,27 +18,34 @@ SYNCED = "refs/forktool/synced"
 version of each patch that both sides agreed on."""
 
 FIX_SIGNOFF = (
-    'git log -1 --format=%B | grep -qxF "Signed-off-by: $(git log -1 '
-    '--format="%an <%ae>")" || git commit --amend --no-edit -s'
+    'a="$(git log -1 --format="%an <%ae>")"; if [ "$a" = "$(git var '
+    'GIT_COMMITTER_IDENT | sed "s/ [^ ]* [^ ]*\\$//")" ] && ! git log -1 '
+    '--format=%B | grep -qxF "Signed-off-by: $a"; then git commit --amend '
+    "--no-edit -s; fi"
 )
-"""Run on each commit by `rebase --exec`: signs off only a commit that lacks
-its author's sign-off."""
+"""Run on each commit by `rebase --exec`: signs off only a commit that its
+runner wrote (`commit -s` signs as the committer) and that lacks the
+author's sign-off; nobody else's commit gets the runner's sign-off."""
 
 
-def _agreed(fork: Path, subject: str) -> str | None:
-    """The commit of the patch with `subject` when both sides last agreed."""
+def _agreed(fork: Path, *subjects: str) -> str | None:
+    """The commit of the patch with one of `subjects` (tried in order) when
+    both sides last agreed."""
     if git(fork, "rev-parse", "-q", "--verify", SYNCED, check=False).returncode:
         return None
     log = git(fork, "log", "--format=%H %s", f"{BASE_TAG}..{SYNCED}").stdout
-    found = [line[:40] for line in log.splitlines() if line[41:] == subject]
-    return found[0] if len(found) == 1 else None
+    for subject in subjects:
+        found = [line[:40] for line in log.splitlines() if line[41:] == subject]
+        if len(found) == 1:
+            return found[0]
+    return None
 
 
 def _fixup(fork: Path, item, commit: str, steps_back: int) -> list[str]:
     """Commands that add the fork's change to one patch onto the series'
     version of it (HEAD~steps_back once `sync --force` rebuilt the fork)."""
     name = item.series.name
-    old = _agreed(fork, item.fork.subject)
+    old = _agreed(fork, item.fork.subject, item.series.subject)
     if old is None:
         return [
             f"    # {name}: compare your version (`git -C {fork} show "
@@ -139,7 +146,53 @@ def linearise(fork: Path, merges: list[str], empty: list[str], command: str) -> 
     return "\n".join(lines)
 
 
+def reword(fork: Path, misread: dict[str, list[str]], command: str) -> str:
+    """Why `command` refuses commit messages that `git am` would read otherwise
+    than they are written (`misread`: commit -> its lines), and how to fix them."""
+    lines = [
+        f"{command} changed nothing: the patches it would write do not rebuild "
+        f"{fork}: `git am` would read these commit messages otherwise than they "
+        "are written, so every other clone would get other commits:"
+    ]
+    for commit, found in misread.items():
+        lines += [f"  {commit}, {line}" for line in found]
+    shorts = ", ".join(commit.split()[0] for commit in misread)
+    lines += [
+        "Indent each such line by a space (`git am` then keeps it as written), "
+        "or rewrite it:",
+        f"    git -C {fork} rebase -i {BASE_TAG}   # mark {shorts} `reword`",
+        f"    python3 -m forktool {command}",
+    ]
+    return "\n".join(lines)
+
+
+def autosquash(fork: Path, fixups: list[str], command: str) -> str:
+    """Why `command` refuses `fixup!`/`squash!`/`amend!` commits, and the
+    rebase that squashes each into the commit it names."""
+    return "\n".join(
+        [
+            f"{command} changed nothing: {fork} holds commits made to be squashed "
+            "into others; each would become a patch of its own:",
+            *(f"  {commit}" for commit in fixups),
+            "Squash each into the commit it names (a `squash!` one opens your "
+            "editor to join the two messages):",
+            f"    git -C {fork} -c sequence.editor=: rebase -q -i --autosquash "
+            f"{BASE_TAG}",
+            f"    python3 -m forktool {command}",
+            f"If one stays, the commit it names is not in the fork: reword or drop "
+            f"it with `git -C {fork} rebase -i {BASE_TAG}`.",
+        ]
+    )
+
+
 SUBJECT_STYLE = re.compile(r"^(\[[^\]\s][^\]]*\])+ \S")
+
+
+def runner(fork: Path) -> str | None:
+    """`Name <email>` of whoever runs the tool, as `git commit -s` in the fork
+    signs off; None without a git identity."""
+    ident = git(fork, "var", "GIT_COMMITTER_IDENT", check=False)
+    return ident.stdout.rsplit(" ", 2)[0] if ident.returncode == 0 else None
 
 
 def warnings(fork: Path, names: list[str]) -> list[str]:
@@ -147,18 +200,22 @@ def warnings(fork: Path, names: list[str]) -> list[str]:
     and two patches with one subject."""
     log = git(fork, "log", "--reverse", "--format=%an <%ae>%x00%s%x00%B%x1e", SERIES)
     found, unsigned, seen = [], [], {}
+    me = runner(fork)
     records = log.stdout.split("\x1e")
     for i, (name, record) in enumerate(zip(names, records, strict=False)):
         author, subject, body = record.lstrip("\n").split("\0", 2)
         trailers = {line.strip() for line in body.splitlines()}
         if f"Signed-off-by: {author}" not in trailers:
-            unsigned.append(i)
-            found.append(f"warning: {name}: no `Signed-off-by: {author}` (DCO)")
+            found.append(_unsigned(fork, name, author, me))
+            if author == me:
+                unsigned.append(i)
         if not SUBJECT_STYLE.match(subject):
             found.append(
                 f"warning: {name}: subject {subject!r} is not in vLLM's "
                 f"`[Area] Subject` style; reword it with `git -C {fork} rebase -i "
-                f"{BASE_TAG}` (mark it `reword`), then export again"
+                f"{BASE_TAG}` (mark it `reword`), then export again. (A patch "
+                "applied with plain `git am` loses its `[Area]` tag; `git am "
+                "--keep-non-patch` keeps it.)"
             )
         if subject in seen:
             found.append(
@@ -171,8 +228,21 @@ def warnings(fork: Path, names: list[str]) -> list[str]:
         back = len(names) - unsigned[0]
         start = BASE_TAG if back == len(names) else f"HEAD~{back}"
         found.append(
-            "Sign off your commits that lack it (the others stay as they are; "
-            "a commit someone else wrote, they sign off), then export again:\n"
+            f"Sign off your commits that lack it ({me}; the others stay as they "
+            "are), then export again:\n"
             f"    git -C {fork} rebase -q {start} --exec '{FIX_SIGNOFF}'"
         )
     return found
+
+
+def _unsigned(fork: Path, name: str, author: str, me: str | None) -> str:
+    """The warning for a commit that lacks its author's sign-off."""
+    warning = f"warning: {name}: no `Signed-off-by: {author}` (DCO)"
+    if author == me:
+        return warning
+    return (
+        f"{warning}: {author} wrote it, so only they can sign it off. Ask them "
+        "for it (their `Signed-off-by:` line), then add it as the last line of "
+        f"its message with `git -C {fork} rebase -i {BASE_TAG}` (mark it "
+        "`reword`) and export again; never add your own in their name."
+    )

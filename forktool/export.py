@@ -8,19 +8,24 @@ writes nothing unless the patches it would write rebuild the fork's HEAD
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
-from forktool.advice import linearise, refusal, warnings
+from forktool.advice import autosquash, linearise, refusal, reword, warnings
 from forktool.errors import ConflictError, ForkToolError
 from forktool.fork import known_record, save
 from forktool.forktree import format_patches
 from forktool.git import git
 from forktool.safety import ensure_safe
-from forktool.series import HEADER, describe, read_series, write_series
+from forktool.series import HEADER, PatchInfo, describe, read_series, write_series
 from forktool.standing import Entry, Standing, State, compare
-from forktool.verify import prove, unexportable
+from forktool.verify import Commit, misread, prove, series_messages, unexportable
+
+TO_SQUASH = re.compile(r"^(?:fixup|squash|amend)! ")
+"""The subjects `git commit --fixup`/`--squash` give: `rebase --autosquash` folds
+each such commit into the one it names."""
 
 
 def _not_committed(patches_dir: Path) -> set[Path] | None:
@@ -80,6 +85,52 @@ def _why(standing: Standing, name: str) -> str:
     return "the same change, rewritten (its number, line numbers or blob ids moved)"
 
 
+def _refuse_messages(fork: Path, commits: list[Commit], command: str) -> None:
+    """Refuse commits that are to be squashed, and messages `git am` would
+    read otherwise than they are written."""
+    fixups = [c.name for c in commits if TO_SQUASH.match(c.subject)]
+    if fixups:
+        raise ForkToolError(autosquash(fork, fixups, command))
+    found = {c.name: misread(c) for c in commits}
+    found = {name: lines for name, lines in found.items() if lines}
+    if found:
+        raise ForkToolError(reword(fork, found, command))
+
+
+def _renamed(removed: list[Path], series: list[PatchInfo], have: list[PatchInfo]):
+    """Old name -> new name of each patch file that export only renames: the
+    same patch (fingerprint) under another number or name."""
+    new_name = {h.fingerprint: h.name for h in have}
+    old = {s.name: s.fingerprint for s in series}
+    found = {}
+    for path in removed:
+        fingerprint = old.get(path.name) or describe(path).fingerprint
+        if fingerprint in new_name:
+            found[path.name] = new_name[fingerprint]
+    return found
+
+
+def _changes(standing: Standing, written, removed, renamed) -> list[str]:
+    """One line for each patch file export writes, renames or removes."""
+    lines = [
+        f"  {p.name}: {_why(standing, p.name)}"
+        for p in written
+        if p.name not in renamed.values()
+    ]
+    for path in removed:
+        new = renamed.get(path.name)
+        if new is None:
+            lines.append(f"  {path.name}: removed from the series")
+        elif new.split("-", 1)[-1] == path.name.split("-", 1)[-1]:
+            lines.append(f"  {path.name} -> {new}: renumbered")
+        else:
+            lines.append(
+                f"  {path.name} -> {new}: renamed (export names each patch file "
+                "after its number and subject)"
+            )
+    return lines
+
+
 def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
     """Write the fork's commits back to patches/ and rewrite the series; with
     `check`, write nothing and fail unless patches/ is what it would write."""
@@ -90,6 +141,8 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
     merges, empty = unexportable(fork)
     if merges or empty:
         raise ForkToolError(linearise(fork, merges, empty, "export"))
+    commits = series_messages(fork)
+    _refuse_messages(fork, commits, command)
     patches_dir.mkdir(exist_ok=True)
     listed = read_series(patches_dir)
     series = [describe(path) for path in listed]
@@ -109,14 +162,14 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
             or (patches_dir / p.name).read_bytes() != p.read_bytes()
         ]
         removed = [p for p in patches_dir.glob("*.patch") if p.name not in names]
-        why = prove(fork, new)
+        why = prove(fork, new, commits)
         if why:
             raise ForkToolError(
                 f"{command} changed nothing: the patches it would write do not "
                 f"rebuild {fork}: {why}"
             )
-        lines = [f"  {p.name}: {_why(standing, p.name)}" for p in written]
-        lines += [f"  {p.name}: removed from the series" for p in removed]
+        renamed = _renamed(removed, series, have)
+        lines = _changes(standing, written, removed, renamed)
         if check:
             series_file = (patches_dir / "series").read_text()
             if series_file != HEADER + "".join(f"{n}\n" for n in names):

@@ -74,10 +74,49 @@ def ensure_safe(fork: Path, command: str) -> None:
             f"where it started: `git -C {fork} {operation.abort}`.\n"
             f"Then run `python3 -m forktool {command}` again."
         )
+    _ensure_on_branch(fork, command)
     status = git(fork, "status", "--porcelain").stdout
     if status:
         raise ForkToolError(
             f"{fork} has uncommitted changes; commit them in the fork and run "
-            "`python3 -m forktool export`, or stash them, before this command:\n"
-            + status.rstrip()
+            "`python3 -m forktool export`, or set them aside with "
+            f"`git -C {fork} stash -u` (`-u`: untracked files too; `git -C {fork} "
+            "stash pop` brings them back), before this command:\n" + status.rstrip()
         )
+
+
+BRANCH = "main"
+"""The fork's branch, as `forktree.create_base` makes it: the series."""
+
+
+def _ensure_on_branch(fork: Path, command: str) -> None:
+    """Refuse a fork whose HEAD is detached or on another branch than `main`:
+    its commits are not the series, and reading them as such would call the
+    missing ones dropped."""
+    on = git(fork, "symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip()
+    if on == BRANCH:
+        return
+    main = git(fork, "rev-parse", "-q", "--verify", f"refs/heads/{BRANCH}", check=False)
+    if main.returncode:
+        return  # a fork made before the branch had this name: whatever it is on
+    head = git(fork, "rev-parse", "--short=12", "HEAD").stdout.strip()
+    where = f"on branch {on}" if on else f"on a detached HEAD ({head})"
+    lines = [
+        f"{fork} is {where}, not on its branch `{BRANCH}`, which holds the series; "
+        f"`{command}` changed nothing.\nGo back to it:"
+    ]
+    inside = git(fork, "merge-base", "--is-ancestor", "HEAD", BRANCH, check=False)
+    if not on and inside.returncode:
+        lines.append(
+            f"    git -C {fork} branch kept-{head} {head}   # commits made on the "
+            "detached HEAD, kept on a branch"
+        )
+    lines.append(f"    git -C {fork} checkout {BRANCH}")
+    if inside.returncode:
+        kept = on or f"kept-{head}"
+        lines.append(
+            f"    # {kept} keeps its commits; to add them to the series, "
+            f"`git -C {fork} cherry-pick` them onto {BRANCH}"
+        )
+    lines.append(f"    python3 -m forktool {command}")
+    raise ForkToolError("\n".join(lines))

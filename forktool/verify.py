@@ -34,10 +34,76 @@ def _blob(text: str) -> str | None:
 
 def diff_of(patch: Path, tmp: Path) -> Path:
     """The diff part of a patch file, split off as `git am` splits it."""
+    return _mailinfo(patch, tmp)[0]
+
+
+def _mailinfo(mail: Path, tmp: Path) -> tuple[Path, dict[str, str], str]:
+    """What `git am --keep-non-patch` reads from one mail: the diff, the
+    headers (Author, Email, Subject, Date) and the commit message."""
     msg, diff = tmp / "msg", tmp / "diff"
-    with patch.open("rb") as mail:
-        git(None, "mailinfo", str(msg), str(diff), input=mail.read(), binary=True)
-    return diff
+    info = git(None, "mailinfo", "-b", str(msg), str(diff), input=mail.read_bytes(),
+               binary=True).stdout.decode(errors="replace")  # fmt: skip
+    headers = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
+    body = msg.read_bytes().decode(errors="replace")
+    return diff, headers, stripspace(f"{headers.get('Subject', '')}\n\n{body}")
+
+
+def stripspace(text: str) -> str:
+    """`git stripspace`: no trailing blanks, one blank line between paragraphs,
+    none around them; the cleanup `git am` and `git commit` give a message."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        line = line.rstrip(" \t\r\v\f")
+        if line or (out and out[-1]):
+            out.append(line)
+    while out and not out[-1]:
+        out.pop()
+    return "".join(f"{line}\n" for line in out)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A fork commit as a patch carries it."""
+
+    short: str
+    subject: str
+    author: str
+    """`Name <email>`."""
+    message: str
+    """The whole message, subject first, cleaned up as by `stripspace`."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.short} {self.subject}"
+
+
+def series_messages(fork: Path) -> list[Commit]:
+    """The fork's commits since `base`, oldest first."""
+    log = git(fork, "log", "--reverse", "--no-merges",
+              "--format=%h%x1f%s%x1f%an <%ae>%x1f%B%x1e", SERIES).stdout  # fmt: skip
+    found = []
+    for record in log.split("\x1e")[:-1]:
+        short, subject, author, message = record.lstrip("\n").split("\x1f", 3)
+        found.append(Commit(short, subject, author, stripspace(message)))
+    return found
+
+
+def _mails(patches: list[Path], tmp: Path) -> list[Path] | str:
+    """The mails `git am` reads from `patches` (`git mailsplit`, as `git am`
+    runs it: CRs before line ends dropped); or why they are not one each."""
+    out = tmp / "mails"
+    out.mkdir()
+    if not patches:
+        return []
+    git(None, "mailsplit", f"-o{out}", *map(str, patches))
+    mails = sorted(out.iterdir())
+    if len(mails) == len(patches):
+        return mails
+    return (
+        f"`git am` would read {len(mails)} mails from the {len(patches)} patch "
+        "files: a line of a commit message that starts like a mail (`From <id> "
+        "<date>`) starts another"
+    )
 
 
 def changes(diff: str) -> list[FileChange]:
@@ -100,15 +166,25 @@ def applied(fork: Path, patch: Path) -> list[str]:
     return wrong
 
 
-def prove(fork: Path, patches: list[Path]) -> str | None:
-    """Why `patches` applied in order on `base` do not give HEAD's tree, or
-    None when they do. Applied in a scratch index: no checkout, nothing else
-    touched."""
+def prove(
+    fork: Path, patches: list[Path], commits: list[Commit] | None = None
+) -> str | None:
+    """Why `patches` applied in order on `base`, as `git am` reads them, do
+    not give HEAD's tree or `commits`' authors and messages; None when they
+    do. Applied in a scratch index: no checkout, nothing else touched."""
     with tempfile.TemporaryDirectory() as tmp:
         env = {**ISOLATED, "GIT_INDEX_FILE": str(Path(tmp, "index"))}
         git(fork, "read-tree", BASE_TAG, env=env)
-        for number, patch in enumerate(patches, 1):
-            diff = diff_of(patch, Path(tmp))
+        commits = series_messages(fork) if commits is None else commits
+        mails = _mails(patches, Path(tmp))
+        if isinstance(mails, str):
+            return mails
+        for number, (patch, mail) in enumerate(zip(patches, mails, strict=True), 1):
+            diff, headers, message = _mailinfo(mail, Path(tmp))
+            if number <= len(commits):
+                other = _other_message(commits[number - 1], headers, message)
+                if other:
+                    return f"patch {number}, {patch.name}: {other}"
             result = git(fork, "apply", "--cached", str(diff), env=env, check=False)
             if result.returncode:
                 return (
@@ -123,6 +199,71 @@ def prove(fork: Path, patches: list[Path]) -> str | None:
     return (
         "the patches applied on the base give another tree than the fork's HEAD; "
         f"these files differ: {', '.join(differ)}"
+    )
+
+
+# What `git mailinfo` (so `git am`) takes for the end of a message: a diff's
+# first line, or a `---` separator line (its `patchbreak`).
+PATCHBREAK = re.compile(r"^(?:diff -|Index: |---(?: [^ \t\r\v\f]|[ \t\r\v\f]*$))")
+# What it reads as a header at the start of a message body.
+INBODY_HEADER = re.compile(r"^(?:(?i:from|subject|date):|\[PATCH\][ \t])")
+
+
+def mbox_from(line: str) -> bool:
+    """Whether `git mailsplit` (so `git am`) takes `line` for the `From `
+    line that starts a mail (its `is_from_line`: a time and a year in it)."""
+    full = line + "\n"
+    if len(full) < 20 or not line.startswith("From "):
+        return False
+    colon = full.rfind(":", 4, len(full) - 2)
+    digits = [colon - 4, colon - 2, colon - 1, colon + 1, colon + 2]
+    if colon < 5 or not all(full[i].isdigit() for i in digits):
+        return False
+    year = re.match(r"\s*[-+]?\d+", full[colon + 3 :])
+    return bool(year) and int(year.group()) > 90
+
+
+def misread(commit: Commit) -> list[str]:
+    """The lines of `commit`'s message that `git am` would read otherwise than
+    as message lines, each with what it would do, numbered from the subject."""
+    lines = commit.message.splitlines()
+    first_blank = lines.index("") if "" in lines else len(lines)
+    found = []
+    if first_blank > 1:
+        found.append(
+            f"line 2 {lines[1]!r}: the subject is {first_blank} lines, and `git am` "
+            "joins them into one (put a blank line after the first)"
+        )
+    for number, line in enumerate(lines[first_blank + 1 :], first_blank + 2):
+        head = number == first_blank + 2
+        if PATCHBREAK.match(line):
+            what = "ends the message before it and reads the rest as the diff"
+        elif mbox_from(line) or head and line[:6] == ">From " and mbox_from(line[1:]):
+            what = "takes it for the first line of another mail"
+        elif head and INBODY_HEADER.match(line):
+            what = "reads it as a mail header (author, date or subject) and drops it"
+        else:
+            continue
+        found.append(f"line {number} {line!r}: `git am` {what}")
+    return found
+
+
+def _other_message(commit: Commit, headers: dict[str, str], message: str) -> str:
+    """How the commit `git am` makes of a patch differs from `commit`, if it does."""
+    author = f"{headers.get('Author', '')} <{headers.get('Email', '')}>"
+    if author != commit.author:
+        return f"`git am` would make {author} the author of {commit.name}"
+    if message == commit.message:
+        return ""
+    theirs, ours = message.splitlines(), commit.message.splitlines()
+    at = next(
+        (i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b), None
+    )
+    at = min(len(theirs), len(ours)) if at is None else at
+    line = ours[at] if at < len(ours) else "(its end)"
+    return (
+        f"`git am` would commit another message than {commit.name}'s, from its "
+        f"line {at + 1} on: {line!r} (the patch file reads otherwise there)"
     )
 
 
