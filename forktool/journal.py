@@ -22,9 +22,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from forktool import clone_lock
 from forktool.advice import SYNCED
 from forktool.errors import ForkToolError
 from forktool.git import BASE_TAG, git
@@ -195,3 +199,15 @@ def recover(fork: Path) -> str | None:
         _discard_staging(fork)
         return f"undid an interrupted command: {fork} and patches/ are as before it"
     return None
+
+
+@contextmanager
+def exclusive(lock: Path, fork: Path, command: str) -> Iterator[None]:
+    """Hold the clone's lock; first finish or undo what an interrupted
+    command left in `fork` and beside it."""
+    with clone_lock.hold(lock, command):
+        if (fork / ".git").exists():
+            said = recover(fork)
+            if said:
+                print(said, file=sys.stderr)
+        yield

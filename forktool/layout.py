@@ -62,6 +62,11 @@ class Layout:
         return self.build / "vllm"
 
     @property
+    def clone_lock(self) -> Path:
+        """Held by every command that reads or writes patches/ or the fork."""
+        return self.build / "forktool.lock"
+
+    @property
     def venv(self) -> Path:
         return self.build / ".venv"
 

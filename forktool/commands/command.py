@@ -23,3 +23,5 @@ class Command:
     run: Callable[[Pins, argparse.Namespace], int]
     """Does it; returns the exit status."""
     options: Callable[[argparse.ArgumentParser], None] = no_options
+    locks: bool = True
+    """Reads or writes patches/ or build/vllm: runs holding the clone's lock."""

@@ -36,4 +36,5 @@ COMMAND = Command(
     "HF_HOME=build/hf-home with the fixtures' configs, HF_HUB_OFFLINE=1. It "
     "refuses nothing and installs nothing (run install). Writes: build/hf-home.",
     run,
+    locks=False,
 )

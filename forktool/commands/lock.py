@@ -24,4 +24,5 @@ COMMAND = Command(
     "it was resolved from; commit it with pins.toml. Every other command "
     "refuses pins changed since. Writes: venv.lock only.",
     run,
+    locks=False,
 )

@@ -47,4 +47,5 @@ COMMAND = Command(
     "Writes: build/hf-home, and whatever the command writes.",
     run,
     options,
+    locks=False,
 )
