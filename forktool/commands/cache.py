@@ -60,4 +60,5 @@ COMMAND = Command(
     "Writes: the clone's note in the cache; nothing else without --remove.",
     run,
     options,
+    locks=False,
 )
