@@ -61,14 +61,18 @@ COMMAND = Command(
     "applies it lists the paths the series, upstream-tests.toml and the series' "
     "Buildkite entries name that the fork lacks. It "
     "refuses, changing nothing, while a git operation (am, rebase, "
-    "cherry-pick, revert, merge, bisect) is stopped in the fork (an "
-    "interrupted `git am` of its own it undoes and redoes), while the "
+    "cherry-pick, revert, merge, bisect) is stopped in the fork, while the "
     "fork has uncommitted changes or merge or empty commits, while it holds "
     "work the series lacks (run export), and when both sides changed (exit "
-    "status 3, as when a patch does not apply). It needs git and the pinned sdist, "
+    "status 3, as when a patch does not apply). It applies the series in a "
+    "staging worktree and moves the fork in one step, holding the clone's "
+    "lock: killed at any point, the next command finishes or undoes it. "
+    "It needs git and the pinned sdist, "
     "no venv: it downloads the sdist (uv names its URL on the index; verified "
     "by sha256 before anything is unpacked) unless the cache holds it. "
-    "Writes: build/vllm, build/logs/sync-git-am.log, the sdist and uv in "
+    "Writes: build/vllm (and, while it runs, build/.vllm.sync, "
+    "build/.vllm.journal, build/forktool.lock), build/logs/sync-git-am.log, "
+    "the sdist and uv in "
     "${VLLM_FORK_CACHE:-~/.cache/vllm-fork}.",
     run,
     options,
