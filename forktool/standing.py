@@ -193,6 +193,13 @@ def compare(
         return Change.CHANGED_ON_BOTH
 
     pair(lambda f, s: f.subject == s.subject, changed)
+    for fi, si in _replaced_on_both(fork, series, record, free_f & free_s):
+        items.append(
+            Item(changed(fork[fi], series[si]), series[si], fork[fi], si + 1, fi)
+        )
+        pairs.append((fi, si))
+        free_f.discard(fi)
+        free_s.discard(si)
     for fi in sorted(free_f):
         if fork[fi].fingerprint in rec_fork:
             change = Change.DROPPED_FROM_SERIES
@@ -211,6 +218,31 @@ def compare(
     items.sort(key=lambda item: (item.number, item.fork is None))
     pairs.sort()
     return Standing(items, pairs)
+
+
+def _replaced_on_both(
+    fork: list[PatchInfo],
+    series: list[PatchInfo],
+    record: list[Entry] | None,
+    free: set[int],
+) -> list[tuple[int, int]]:
+    """(i, i) for each recorded patch i that both sides replaced with a patch
+    of other subjects but the same files, still at position i: one patch
+    changed on each side (its subject reworded on one, say, and its code on
+    the other), not two patches."""
+    if record is None:
+        return []
+    in_fork = {p.fingerprint for p in fork}
+    in_series = {p.fingerprint for p in series}
+    return [
+        (i, i)
+        for i, entry in enumerate(record)
+        if i in free
+        and entry.fork
+        and entry.fork not in in_fork
+        and entry.series not in in_series
+        and fork[i].files == series[i].files
+    ]
 
 
 def _order(
