@@ -174,8 +174,9 @@ def test_sync_refuses_unexported_commits_and_force_keeps_them(workspace):
     sync(workspace)
     commit(tree, "mini/__init__.py", "VALUE = 3\n", "Local work")
     head = fork.git(tree, "rev-parse", "HEAD").stdout.strip()
-    with pytest.raises(ForkToolError, match="forktool export"):
+    with pytest.raises(ForkToolError, match="forktool export") as refused:
         sync(workspace)
+    assert refused.value.status == 1  # a refusal, not a conflict to resolve
     assert fork.git(tree, "rev-parse", "HEAD").stdout.strip() == head
     message = sync(workspace, force=True)
     backup = message.rsplit("branch ", 1)[1]
