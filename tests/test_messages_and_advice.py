@@ -367,3 +367,17 @@ def test_a_hand_renamed_patch_is_reported_as_renamed(workspace):
     message = refused(lambda: export(tree, patches, check=True))
     assert "0002-second.patch -> 0002-Core-Second.patch: renamed" in message
     assert "removed from the series" not in message
+
+
+def test_commits_made_on_a_detached_head_are_kept_by_the_advice(workspace):
+    _, patches, tree = workspace
+    series_of(workspace, *THREE[:2])
+    fork.git(tree, "checkout", "-q", "HEAD~1")
+    commit(tree, "mini/detached.py", "D = 1\n", "[Core] Detached")
+    detached = fork.git(tree, "rev-parse", "HEAD").stdout.strip()
+    message = refused(lambda: export(tree, patches))
+    assert f"branch kept-{detached[:12]} {detached[:12]}" in message
+    follow(workspace, message)
+    assert subjects(tree) == ["[Core] First", "[Core] Second"]
+    kept = fork.git(tree, "rev-parse", f"kept-{detached[:12]}").stdout.strip()
+    assert kept == detached
