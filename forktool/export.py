@@ -131,6 +131,20 @@ def _changes(standing: Standing, written, removed, renamed) -> list[str]:
     return lines
 
 
+def _check(patches_dir: Path, names: list[str], lines: list[str]) -> str:
+    """`export --check`: fail unless patches/ is what export would write."""
+    series_file = (patches_dir / "series").read_text()
+    if series_file != HEADER + "".join(f"{n}\n" for n in names):
+        lines = [*lines, "  series: another list or order"]
+    if lines:
+        raise ForkToolError(
+            f"{patches_dir} is not what export would write ({len(lines)} "
+            "differ):\n" + "\n".join(lines) + "\nRun `python3 -m forktool "
+            "export` and commit patches/."
+        )
+    return f"{patches_dir} is what export writes ({len(names)} patches)"
+
+
 def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
     """Write the fork's commits back to patches/ and rewrite the series; with
     `check`, write nothing and fail unless patches/ is what it would write."""
@@ -171,16 +185,7 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
         renamed = _renamed(removed, series, have)
         lines = _changes(standing, written, removed, renamed)
         if check:
-            series_file = (patches_dir / "series").read_text()
-            if series_file != HEADER + "".join(f"{n}\n" for n in names):
-                lines.append("  series: another list or order")
-            if lines:
-                raise ForkToolError(
-                    f"{patches_dir} is not what export would write ({len(lines)} "
-                    "differ):\n" + "\n".join(lines) + "\nRun `python3 -m forktool "
-                    "export` and commit patches/."
-                )
-            return f"{patches_dir} is what export writes ({len(names)} patches)"
+            return _check(patches_dir, names, lines)
         overwritten = [patches_dir / p.name for p in written]
         overwritten = [p for p in overwritten if p.exists()]
         kept = {h.fingerprint for h in have}

@@ -193,13 +193,8 @@ def compare(
         return Change.CHANGED_ON_BOTH
 
     pair(lambda f, s: f.subject == s.subject, changed)
-    for fi, si in _replaced_on_both(fork, series, record, free_f & free_s):
-        items.append(
-            Item(changed(fork[fi], series[si]), series[si], fork[fi], si + 1, fi)
-        )
-        pairs.append((fi, si))
-        free_f.discard(fi)
-        free_s.discard(si)
+    replaced = _replaced_on_both(fork, series, record, free_f & free_s)
+    pair(lambda f, s: (f.name, s.name) in replaced, changed)
     for fi in sorted(free_f):
         if fork[fi].fingerprint in rec_fork:
             change = Change.DROPPED_FROM_SERIES
@@ -225,24 +220,24 @@ def _replaced_on_both(
     series: list[PatchInfo],
     record: list[Entry] | None,
     free: set[int],
-) -> list[tuple[int, int]]:
-    """(i, i) for each recorded patch i that both sides replaced with a patch
-    of other subjects but the same files, still at position i: one patch
-    changed on each side (its subject reworded on one, say, and its code on
-    the other), not two patches."""
+) -> set[tuple[str, str]]:
+    """(fork name, series name) of the patches at each position i where both
+    sides replaced the recorded patch i with one of other subjects but the
+    same files: one patch changed on each side (its subject reworded on one,
+    say, and its code on the other), not two patches."""
     if record is None:
-        return []
+        return set()
     in_fork = {p.fingerprint for p in fork}
     in_series = {p.fingerprint for p in series}
-    return [
-        (i, i)
+    return {
+        (fork[i].name, series[i].name)
         for i, entry in enumerate(record)
         if i in free
         and entry.fork
         and entry.fork not in in_fork
         and entry.series not in in_series
         and fork[i].files == series[i].files
-    ]
+    }
 
 
 def _order(
