@@ -13,13 +13,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from forktool import journal
 from forktool.advice import autosquash, linearise, refusal, reword, warnings
 from forktool.errors import ConflictError, ForkToolError
-from forktool.fork import known_record, save
+from forktool.fork import known_record
 from forktool.forktree import format_patches
 from forktool.git import git
 from forktool.safety import ensure_safe
-from forktool.series import HEADER, PatchInfo, describe, read_series, write_series
+from forktool.series import HEADER, PatchInfo, describe, read_series
 from forktool.standing import Entry, Standing, State, compare
 from forktool.verify import Commit, misread, prove, series_messages, unexportable
 
@@ -151,6 +152,7 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
     command = "export --check" if check else "export"
     if not (fork / ".git").exists():
         raise ForkToolError(f"{fork} is not a fork tree; run `sync` first")
+    recovered = journal.recover(fork)
     ensure_safe(fork, "export")
     merges, empty = unexportable(fork)
     if merges or empty:
@@ -190,14 +192,18 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
         overwritten = [p for p in overwritten if p.exists()]
         kept = {h.fingerprint for h in have}
         _refuse_losing(patches_dir, overwritten, removed, kept, record)
+        staged = journal.stage_export(fork)
         for path in written:
-            shutil.copyfile(path, patches_dir / path.name)
-    for path in removed:
-        path.unlink()
-    write_series(patches_dir, names)
-    save(fork, [Entry(h.subject, h.fingerprint, h.fingerprint) for h in have], True)
+            shutil.copyfile(path, staged / path.name)
+    entries = [Entry(h.subject, h.fingerprint, h.fingerprint) for h in have]
+    done = journal.Export(
+        str(patches_dir), [p.name for p in written], [p.name for p in removed],
+        names, entries,
+    )  # fmt: skip
+    journal.commit_export(fork, done)
     return "\n".join(
         [
+            *([recovered] if recovered else []),
             f"exported {len(names)} patches to {patches_dir} "
             f"({len(written)} written, {len(removed)} removed)",
             *lines,

@@ -156,7 +156,7 @@ def _finish_export(fork: Path, export: Export) -> None:
     patches, staged = Path(export.patches), staged_patches(fork)
     for name in export.write:
         if (staged / name).exists():
-            os.replace(staged / name, patches / name)
+            shutil.move(staged / name, patches / name)
     for name in export.remove:
         (patches / name).unlink(missing_ok=True)
     write_series(patches, export.series)

@@ -10,11 +10,6 @@ from forktool.errors import ForkToolError
 from forktool.git import git
 
 
-def am_marker(fork: Path) -> Path:
-    """Present while `apply` runs `git am`: the HEAD before it, and the patch."""
-    return fork / ".git" / "forktool-am"
-
-
 class Operation(Enum):
     """A git operation stopped in the fork: what, how to finish, how to abort."""
 
@@ -58,12 +53,6 @@ class Operation(Enum):
 
 def ensure_safe(fork: Path, command: str) -> None:
     """Refuse to touch a fork holding uncommitted work or a stopped git operation."""
-    if am_marker(fork).exists() and command != "sync":
-        raise ForkToolError(
-            f"sync's own `git am` in {fork} was interrupted, so `{command}` changed "
-            "nothing. Run `python3 -m forktool sync`: it undoes the interrupted "
-            "`git am` and applies the rest of the series."
-        )
     operation = Operation.stopped_in(fork)
     if operation:
         raise ForkToolError(
