@@ -11,6 +11,7 @@ made from it (none while the patch is not applied yet).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -114,8 +115,12 @@ def load_record(fork: Path) -> list[Entry] | None:
 
 
 def save_record(fork: Path, entries: list[Entry]) -> None:
+    """Write the record whole (`os.replace`): a killed write leaves the old one."""
     data = [vars(entry) for entry in entries]
-    record_path(fork).write_text(json.dumps(data, indent=1) + "\n")
+    path = record_path(fork)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
 
 
 @dataclass
