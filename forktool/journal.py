@@ -172,11 +172,25 @@ def commit_export(fork: Path, export: Export) -> None:
     _finish_export(fork, export)
 
 
+def _drop_git_locks(fork: Path) -> None:
+    """Remove the lock files a killed git command of the interrupted commit
+    left in the fork (`index.lock`, `<ref>.lock`), which would make git refuse
+    to finish it. The journal says that commit was the last thing to touch
+    the fork's index and refs, and the clone's lock that no other command of
+    the tool runs now."""
+    gitdir = fork / ".git"
+    for name in ("index.lock", "HEAD.lock", "packed-refs.lock"):
+        (gitdir / name).unlink(missing_ok=True)
+    for lock in (gitdir / "refs").rglob("*.lock"):
+        lock.unlink()
+
+
 def recover(fork: Path) -> str | None:
     """Finish an interrupted commit, or delete an interrupted command's
     staging; say what was done, if anything."""
     path = journal_path(fork)
     if path.exists():
+        _drop_git_locks(fork)
         data = json.loads(path.read_text())
         kind = data.pop("kind")
         data["entries"] = [Entry(**e) for e in data["entries"]]

@@ -28,7 +28,7 @@ from test_fork import (
     teammate,
 )
 
-from forktool import backups, checks, fork, pins
+from forktool import backups, checks, fork, journal, pins
 from forktool.errors import ConflictError, ForkToolError
 from forktool.export import export
 from forktool.layout import REPO
@@ -321,6 +321,11 @@ def test_sign_off_advice_signs_only_the_commits_that_lack_it(workspace):
     assert len(list(patches.glob("*.patch"))) == 4
 
 
+def backed_up(tree: Path) -> str:
+    """The subjects on the fork's backup branches."""
+    return fork.git(tree, "log", "--format=%s", "--branches=backup/").stdout
+
+
 def _interrupt_third_am(monkeypatch):
     """Ctrl-C inside the am of the third patch, after it began its file."""
     real = fork.git
@@ -351,8 +356,38 @@ def test_a_sync_stopped_in_git_am_leaves_the_fork_as_it_was(workspace, monkeypat
     print(message)
     assert message.startswith("undid an interrupted command")
     assert subjects(tree) == [c[2] for c in THREE]
-    assert "[Doc] Local" in fork.git(tree, "log", "--format=%s", "--branches=backup/").stdout
+    assert (
+        "[Doc] Local"
+        in fork.git(tree, "log", "--format=%s", "--branches=backup/").stdout
+    )
     assert not list(tree.parent.glob(".mini.*"))
+
+
+def test_a_sync_killed_while_it_moves_the_fork_is_finished(workspace, monkeypatch):
+    """Killed in the final `git reset --hard`, which leaves git's index.lock:
+    the next command finishes the move, with nothing to remove by hand."""
+    _, patches, tree = workspace
+    series_of(workspace, *THREE)
+    commit(tree, "LOCAL.md", "x\n", "[Doc] Local")
+
+    def killed(fork_tree, move):
+        (fork_tree / ".git" / "index.lock").write_text("")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(journal, "_finish_sync", killed)
+    with pytest.raises(KeyboardInterrupt):
+        sync(workspace, force=True)
+    monkeypatch.undo()
+    assert journal.journal_path(tree).exists()
+    message = sync(workspace)
+    assert message.startswith("finished an interrupted sync"), message
+    assert subjects(tree) == [c[2] for c in THREE]
+    assert not (tree / ".git" / "index.lock").exists()
+    assert fork.git(tree, "status", "--porcelain").stdout == ""
+    assert (
+        "[Doc] Local"
+        in fork.git(tree, "log", "--format=%s", "--branches=backup/").stdout
+    )
 
 
 def test_a_first_sync_stopped_in_git_am_leaves_no_fork(workspace, monkeypatch):
