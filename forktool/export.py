@@ -118,9 +118,14 @@ def _changes(standing: Standing, written, removed, renamed) -> list[str]:
         for p in written
         if p.name not in renamed.values()
     ]
+    changed = {
+        i.series.name: i.fork.name for i in standing.items if i.series and i.fork
+    }
     for path in removed:
         new = renamed.get(path.name)
-        if new is None:
+        if new is None and path.name in changed:
+            lines.append(f"  {path.name} -> {changed[path.name]}: its subject changed")
+        elif new is None:
             lines.append(f"  {path.name}: removed from the series")
         elif new.split("-", 1)[-1] == path.name.split("-", 1)[-1]:
             lines.append(f"  {path.name} -> {new}: renumbered")

@@ -198,7 +198,7 @@ def compare(
         return Change.CHANGED_ON_BOTH
 
     pair(lambda f, s: f.subject == s.subject, changed)
-    replaced = _replaced_on_both(fork, series, record, free_f & free_s)
+    replaced = _replaced_at(fork, series, record, free_f & free_s)
     pair(lambda f, s: (f.name, s.name) in replaced, changed)
     for fi in sorted(free_f):
         if fork[fi].fingerprint in rec_fork:
@@ -220,29 +220,31 @@ def compare(
     return Standing(items, pairs)
 
 
-def _replaced_on_both(
+def _replaced_at(
     fork: list[PatchInfo],
     series: list[PatchInfo],
     record: list[Entry] | None,
     free: set[int],
 ) -> set[tuple[str, str]]:
-    """(fork name, series name) of the patches at each position i where both
-    sides replaced the recorded patch i with one of other subjects but the
-    same files: one patch changed on each side (its subject reworded on one,
-    say, and its code on the other), not two patches."""
+    """(fork name, series name) of the patches at each position i where one
+    side, or both, replaced the recorded patch i with one of another subject
+    but the same files: one patch changed (its subject reworded on one side,
+    say, and perhaps its code on the other), not one dropped and one added."""
     if record is None:
         return set()
-    in_fork = {p.fingerprint for p in fork}
-    in_series = {p.fingerprint for p in series}
-    return {
-        (fork[i].name, series[i].name)
-        for i, entry in enumerate(record)
-        if i in free
-        and entry.fork
-        and entry.fork not in in_fork
-        and entry.series not in in_series
-        and fork[i].files == series[i].files
-    }
+    rec_series = {e.series for e in record}
+    rec_fork = {e.fork for e in record if e.fork}
+    found = set()
+    for i, entry in enumerate(record):
+        if i not in free or not entry.fork or fork[i].files != series[i].files:
+            continue
+        new_in_fork = fork[i].fingerprint not in rec_fork
+        new_in_series = series[i].fingerprint not in rec_series
+        kept_in_fork = fork[i].fingerprint == entry.fork
+        kept_in_series = series[i].fingerprint == entry.series
+        if (new_in_fork or kept_in_fork) and (new_in_series or kept_in_series):
+            found.add((fork[i].name, series[i].name))
+    return found
 
 
 def _order(

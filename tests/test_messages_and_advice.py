@@ -260,6 +260,23 @@ def test_a_reworded_subject_and_a_code_change_end_in_one_patch(workspace):
     assert len(list(patches.glob("*.patch"))) == 3
 
 
+def test_a_subject_reworded_in_the_fork_is_one_patch_changed(workspace):
+    _, patches, mine = workspace
+    series_of(workspace, *THREE)
+    edit_series(mine, "sed -i 3s/^pick/edit/")
+    fork.git(mine, "commit", "-q", "--amend", "-m",
+             f"[Core] Third, reworded\n\nSigned-off-by: {PERSON}")  # fmt: skip
+    fork.git(mine, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    said = export(mine, patches)
+    print(said)
+    assert "0003-Core-Third-reworded.patch: changed in the fork" in said
+    assert (
+        "0003-Core-Third.patch -> 0003-Core-Third-reworded.patch: its subject changed"
+        in said
+    )
+    assert "removed from the series" not in said
+
+
 # --- Row 6: uncommitted changes ---------------------------------------------------
 
 

@@ -378,8 +378,8 @@ def test_row_e3_a_subject_reworded_by_a_teammate_updates_the_fork(workspace):
     commit_series(patches)  # pushed; here: git pull
     message = sync(workspace)
     print(message)
-    assert "0003-Core-Third.patch: dropped from the series" in message
-    assert "0003-Core-Third-reworded.patch: only in the series" in message
+    assert "0003-Core-Third-reworded.patch: changed in the series" in message
+    assert "0003-Core-Third.patch" not in message  # one patch, not two
     assert subjects(mine) == ["[Core] First", "[Core] Second", "[Core] Third, reworded"]
     assert trees(mine) == trees(theirs)
     assert "is what export writes (3 patches)" in export(mine, patches, check=True)
