@@ -167,6 +167,7 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
     patches_dir.mkdir(exist_ok=True)
     listed = read_series(patches_dir)
     series = [describe(path) for path in listed]
+    head = git(fork, "rev-parse", "HEAD").stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
         new = format_patches(fork, Path(tmp))
         have = [describe(path) for path in new]
@@ -202,8 +203,8 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
             shutil.copyfile(path, staged / path.name)
     entries = [Entry(h.subject, h.fingerprint, h.fingerprint) for h in have]
     done = journal.Export(
-        str(patches_dir), [p.name for p in written], [p.name for p in removed],
-        names, entries,
+        str(patches_dir), head, [p.name for p in written],
+        [p.name for p in removed], names, entries,
     )  # fmt: skip
     journal.commit_export(fork, done)
     return "\n".join(

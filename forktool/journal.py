@@ -81,6 +81,8 @@ class Export:
     """What an export commits into patches/."""
 
     patches: str
+    head: str
+    """The fork's commit the patches were made from."""
     write: list[str]
     remove: list[str]
     series: list[str]
@@ -161,7 +163,7 @@ def _finish_export(fork: Path, export: Export) -> None:
         (patches / name).unlink(missing_ok=True)
     write_series(patches, export.series)
     save_record(fork, export.entries)
-    git(fork, "update-ref", SYNCED, "HEAD")
+    git(fork, "update-ref", SYNCED, export.head)
     shutil.rmtree(staged, ignore_errors=True)
     journal_path(fork).unlink()
 

@@ -390,6 +390,29 @@ def test_a_sync_killed_while_it_moves_the_fork_is_finished(workspace, monkeypatc
     )
 
 
+def test_an_export_finished_later_marks_what_it_exported(workspace, monkeypatch):
+    """Killed after its journal, then a commit in the fork: the next command
+    finishes the export, and the later commit stays local work."""
+    _, patches, tree = workspace
+    series_of(workspace, *THREE)
+    commit(tree, "FOUR.md", "4\n", "[Doc] Four")
+    exported = fork.git(tree, "rev-parse", "HEAD").stdout.strip()
+
+    def killed(fork_tree, done):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(journal, "_finish_export", killed)
+    with pytest.raises(KeyboardInterrupt):
+        export(tree, patches)
+    monkeypatch.undo()
+    commit(tree, "FIVE.md", "5\n", "[Doc] Five")
+    with pytest.raises(ForkToolError, match="Five.patch: only in the fork"):
+        sync(workspace)
+    assert (patches / "0004-Doc-Four.patch").exists()
+    synced = fork.git(tree, "rev-parse", "refs/forktool/synced").stdout.strip()
+    assert synced == exported
+
+
 def test_a_first_sync_stopped_in_git_am_leaves_no_fork(workspace, monkeypatch):
     _, patches, tree = workspace
     series_of(workspace, *THREE)
