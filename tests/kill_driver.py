@@ -13,6 +13,7 @@ other exception is a traceback. tests/test_kill.py kills it.
 from __future__ import annotations
 
 import hashlib
+import signal
 import sys
 from pathlib import Path
 
@@ -59,4 +60,7 @@ def main(root: Path, words: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # As from a terminal: a hangup ends the command, even when the tests run
+    # under `nohup` (or a CI agent) that ignores SIGHUP for its children.
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     sys.exit(main(Path(sys.argv[1]), sys.argv[2:]))
