@@ -210,6 +210,12 @@ def editable_vllm(venv: Path) -> Path | None:
     return None
 
 
+def which_vllm(venv: Path) -> str:
+    """Which venv and which vLLM tree `env` and `run` use."""
+    tree = editable_vllm(venv)
+    return f"venv {venv} ({f'vLLM from {tree}' if tree else 'no editable vLLM yet'})"
+
+
 def stale(pins: Pins) -> list[Path]:
     """Downloads, uv builds and old shared venvs in the cache that no
     clone's pins on this machine use."""

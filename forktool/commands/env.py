@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from forktool import hfcache
 from forktool.commands.command import Command
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
-from forktool.venv import editable_vllm, export_lines, user_env, venv_id
-
-
-def uses(venv: Path) -> str:
-    """Which venv and which vLLM tree `env` and `run` use."""
-    tree = editable_vllm(venv)
-    return f"venv {venv} ({f'vLLM from {tree}' if tree else 'no editable vLLM yet'})"
+from forktool.venv import export_lines, user_env, venv_id, which_vllm
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
     hf_home = hfcache.ensure(LAYOUT.fixtures, LAYOUT.hf_home)
     if not venv_id(LAYOUT.venv):
         print(f"# {LAYOUT.venv} does not exist yet: run `python3 -m forktool install`")
-    print(f"# {uses(LAYOUT.venv)}")
+    print(f"# {which_vllm(LAYOUT.venv)}")
     print(export_lines(user_env(LAYOUT.venv, hf_home)))
     return 0
 

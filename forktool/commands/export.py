@@ -5,27 +5,14 @@ from __future__ import annotations
 import argparse
 
 from forktool.commands.command import Command
-from forktool.errors import ForkToolError
 from forktool.export import export
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
-from forktool.results import Measured
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
     print(export(LAYOUT.fork, LAYOUT.patches, check=args.check))
     return 0
-
-
-def measure() -> Measured:
-    """`export --check`, for `test`: patches/ is what export would write."""
-    try:
-        said, ok = export(LAYOUT.fork, LAYOUT.patches, check=True), True
-    except ForkToolError as e:
-        said, ok = str(e), False
-    print(said)
-    shown = "python3 -m forktool export --check"
-    return Measured(ok, excerpts={"output": f"$ {shown}\n{said}"})
 
 
 def options(parser: argparse.ArgumentParser) -> None:

@@ -4,31 +4,12 @@ it, and the venv's self-check."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from forktool import lock
 from forktool.commands.command import Command
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
-from forktool.results import Measured
-from forktool.upstream import test_env
-from forktool.venv import ensure_venv, install_fork, python
-from forktool.venv_check import self_check
-
-
-def install(pins: Pins) -> Path:
-    """The venv made from the lock, the fork installed into it."""
-    venv = ensure_venv(pins)
-    print(f"venv: {venv}")
-    install_fork(pins, venv, LAYOUT.fork)
-    return venv
-
-
-def self_checked(venv: Path) -> Measured:
-    """The venv's self-check."""
-    print("venv self-check:", flush=True)
-    return self_check(python(venv), lock.LOCK, test_env(LAYOUT.hf_home))
+from forktool.prepare import install, self_checked
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:

@@ -7,10 +7,10 @@ import time
 
 from forktool import checks, mutate, results
 from forktool.commands.command import Command
-from forktool.commands.prepare import runner
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
+from forktool.prepare import vllm_runner
 from forktool.results import Measured
 from forktool.safety import ensure_safe
 from forktool.upstream import Selection
@@ -22,7 +22,7 @@ def measure() -> Measured:
     return mutate.mutation_testing(
         LAYOUT.fork,
         LAYOUT.trees,
-        runner(LAYOUT.venv),
+        vllm_runner(LAYOUT.venv),
         Selection.load(LAYOUT.selection),
         LAYOUT.results,
     )

@@ -8,11 +8,10 @@ from pathlib import Path
 
 from forktool import hfcache
 from forktool.commands.command import Command
-from forktool.commands.env import uses
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
-from forktool.venv import run_in, user_env, venv_id
+from forktool.venv import run_in, user_env, venv_id, which_vllm
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
@@ -25,7 +24,7 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
     if not command:
         raise ForkToolError("nothing to run: python3 -m forktool run -- <command>")
     hf_home = hfcache.ensure(LAYOUT.fixtures, LAYOUT.hf_home)
-    print(f"forktool run: {uses(venv)}", file=sys.stderr, flush=True)
+    print(f"forktool run: {which_vllm(venv)}", file=sys.stderr, flush=True)
     return run_in(user_env(venv, hf_home), command, args.directory)
 
 

@@ -6,10 +6,11 @@ import argparse
 import time
 
 from forktool import checks, matrix
+from forktool.check_runs import run_checks
 from forktool.commands.command import Command
-from forktool.commands.prepare import prepare, run_checks, runner
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
+from forktool.prepare import prepare, vllm_runner
 from forktool.results import Measured
 from forktool.upstream import Selection
 
@@ -21,7 +22,9 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 
     def regression_matrix() -> Measured:
         selection = Selection.load(LAYOUT.selection)
-        return matrix.regression_matrix(LAYOUT, runner(venv), selection, pins.author)
+        return matrix.regression_matrix(
+            LAYOUT, vllm_runner(venv), selection, pins.author
+        )
 
     run = [(checks.VENV_SELF_CHECK, lambda: checked)]
     run.append((checks.REGRESSION_MATRIX, regression_matrix))

@@ -4,36 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from forktool import fork
 from forktool.commands.command import Command
-from forktool.layout import LAYOUT
-from forktool.pins import Pins, fetch
-from forktool.venv import register_clone
-
-
-def sync(pins: Pins, force: bool = False) -> None:
-    message = (
-        f"{pins.project} {pins.version}\n\n"
-        f"The pristine {pins.sdist.filename}, sha256 {pins.sdist.sha256}.\n"
-    )
-    register_clone()
-    sdist = lambda: fetch(pins, pins.sdist)  # noqa: E731
-    print(
-        fork.sync(
-            LAYOUT.fork,
-            LAYOUT.patches,
-            pins.author,
-            message,
-            sdist,
-            pins.generated,
-            force,
-            selection=LAYOUT.selection,
-        )
-    )
+from forktool.pins import Pins
+from forktool.prepare import sync_fork
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
-    sync(pins, args.force)
+    sync_fork(pins, args.force)
     return 0
 
 

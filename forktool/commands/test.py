@@ -9,13 +9,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from forktool import checks, ci_impact, matrix, mutate, precommit
-from forktool.commands import export
+from forktool import checks, ci_impact, export_check, matrix, mutate, precommit
+from forktool.check_runs import run_checks
 from forktool.commands.command import Command
-from forktool.commands.prepare import prepare, run_checks, runner
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
+from forktool.prepare import prepare, vllm_runner
 from forktool.results import Measured
 from forktool.upstream import Runner, Selection, parse_junit, test_env
 from forktool.venv import python
@@ -25,12 +25,12 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
     start = time.monotonic()
     venv, checked = prepare(pins)
     prepared = time.monotonic() - start
-    tests = runner(venv)
+    tests = vllm_runner(venv)
     selection = Selection.load(LAYOUT.selection)
     measure = {
         checks.VENV_SELF_CHECK: lambda: checked,
         checks.TOOL_TESTS: lambda: _pytest(venv, "tests"),
-        checks.EXPORT_CHECK: export.measure,
+        checks.EXPORT_CHECK: export_check.measure,
         checks.REGRESSION_MATRIX: lambda: matrix.regression_matrix(
             LAYOUT, tests, selection, pins.author
         ),

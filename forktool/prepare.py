@@ -1,0 +1,80 @@
+"""The fork and its venv made ready, as `sync`, `install`, `setup`, `test`
+and `mutate` need them: the fork synced, the venv installed and
+self-checked, vLLM started once, and the pytest runner over them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from subprocess import DEVNULL, PIPE, Popen
+
+from forktool import fork, hfcache, lock
+from forktool.errors import ForkToolError
+from forktool.layout import LAYOUT
+from forktool.pins import Pins, fetch
+from forktool.results import Measured
+from forktool.upstream import Runner, Selection, test_env
+from forktool.venv import ensure_venv, install_fork, python, register_clone
+from forktool.venv_check import self_check
+
+
+def sync_fork(pins: Pins, force: bool = False) -> None:
+    """build/vllm = base + series, or brought up to date (`sync`)."""
+    message = (
+        f"{pins.project} {pins.version}\n\n"
+        f"The pristine {pins.sdist.filename}, sha256 {pins.sdist.sha256}.\n"
+    )
+    register_clone()
+    sdist = lambda: fetch(pins, pins.sdist)  # noqa: E731
+    print(
+        fork.sync(
+            LAYOUT.fork,
+            LAYOUT.patches,
+            pins.author,
+            message,
+            sdist,
+            pins.generated,
+            force,
+            selection=LAYOUT.selection,
+        )
+    )
+
+
+def install(pins: Pins) -> Path:
+    """The venv made from the lock, the fork installed into it."""
+    venv = ensure_venv(pins)
+    print(f"venv: {venv}")
+    install_fork(pins, venv, LAYOUT.fork)
+    return venv
+
+
+def self_checked(venv: Path) -> Measured:
+    """The venv's self-check."""
+    print("venv self-check:", flush=True)
+    return self_check(python(venv), lock.LOCK, test_env(LAYOUT.hf_home))
+
+
+def prepare(pins: Pins) -> tuple[Path, Measured]:
+    """sync + install, both idempotent; the venv's self-check while vLLM
+    shows that it starts from the fork; return the venv and the self-check."""
+    sync_fork(pins)
+    venv = install(pins)
+    vllm, env = str(venv / "bin" / "vllm"), test_env(LAYOUT.hf_home)
+    version = Popen([vllm, "--version"], env=env, stdout=PIPE, stderr=PIPE, text=True)
+    serve = Popen([vllm, "serve", "--help"], env=env, stdout=DEVNULL, stderr=DEVNULL)
+    checked = self_checked(venv)
+    out, err = version.communicate()
+    print(f"vllm --version (from {LAYOUT.fork}): {out.strip() or err}")
+    print(f"vllm serve --help: exit status {serve.wait()}")
+    if checked and (version.returncode or serve.returncode):
+        raise ForkToolError("vllm --version or vllm serve --help failed")
+    return venv, checked
+
+
+def vllm_runner(venv: Path) -> Runner:
+    """The pytest runner for vLLM's tests, the HF cache laid out afresh."""
+    selection = Selection.load(LAYOUT.selection)
+    ids = hfcache.lay_out(LAYOUT.fixtures, LAYOUT.hf_home)
+    print(f"HF cache {LAYOUT.hf_home}: {', '.join(ids)}")
+    return Runner(
+        venv, LAYOUT.fixtures, LAYOUT.hf_home, selection.excluded, LAYOUT.logs
+    )
