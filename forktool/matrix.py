@@ -25,7 +25,8 @@ from forktool.forktree import series_tests_on_base, worktree
 from forktool.git import BASE_TAG, series_commits, series_subjects
 from forktool.layout import Layout
 from forktool.results import Measured
-from forktool.upstream import Result, Runner, Selection, excerpt
+from forktool.selection import Selection
+from forktool.upstream import Result, Runner, excerpt
 
 MARK = {"passed": "ok", "failed": "FAIL", "error": "ERR", "skipped": "skip"}
 

@@ -44,8 +44,9 @@ from forktool.git import SERIES, git
 from forktool.layout import LAYOUT
 from forktool.pytest_server import SWAP_FAILED
 from forktool.results import Measured
+from forktool.selection import Selection
 from forktool.tree_process import TreeProcess
-from forktool.upstream import Result, Runner, Selection, parse_junit, test_env
+from forktool.upstream import Result, Runner, parse_junit, test_env
 from forktool.venv import python, venv_id
 
 WORKERS = 2

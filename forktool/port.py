@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from forktool.git import git
-from forktool.upstream import Selection
+from forktool.selection import Selection
 from forktool.verify import changes, diff_of
 
 KINDS = {

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forktool.cache import cache_dir
 from forktool.errors import ForkToolError
 from forktool.forktree import worktree
 from forktool.git import SERIES, git, series_commits
-from forktool.pins import cache_dir
 from forktool.results import Measured
 
 CONFIG = ".pre-commit-config.yaml"

@@ -12,7 +12,8 @@ from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins, fetch
 from forktool.results import Measured
-from forktool.upstream import Runner, Selection, test_env
+from forktool.selection import Selection
+from forktool.upstream import Runner, test_env
 from forktool.venv import ensure_venv, install_fork, python, register_clone
 from forktool.venv_check import self_check
 

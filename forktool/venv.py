@@ -22,9 +22,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from forktool import lock, uv
+from forktool.cache import cache_dir
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, cache_dir, fetch, uv_binary
+from forktool.pins import Pins, fetch, uv_binary
 
 COMPLETE = ".forktool-complete"
 """Written last, holding the digest of the lock the venv was made from."""

@@ -21,9 +21,10 @@ if __name__ == "__main__":  # run by path: import forktool from the clone
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from forktool import fork, journal  # noqa: E402
+from forktool.cache import cache_dir  # noqa: E402
 from forktool.errors import ForkToolError  # noqa: E402
 from forktool.export import export  # noqa: E402
-from forktool.pins import Artifact, Pins, cache_dir, fetch  # noqa: E402
+from forktool.pins import Artifact, Pins, fetch  # noqa: E402
 
 # tests/test_fork.py's (not imported: pytest would slow every run down).
 AUTHOR = "Test Project <test-project@noreply.invalid>"

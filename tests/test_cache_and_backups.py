@@ -14,10 +14,11 @@ from test_fork import (
     teammate_changes_second,
 )
 
-from forktool import backups, fork, pins, venv
+from forktool import backups, cache, fork, venv
 from forktool.__main__ import main
+from forktool.cache import cache_dir
 from forktool.layout import LAYOUT, Layout
-from forktool.pins import Pins, cache_dir
+from forktool.pins import Pins
 
 # --- 10b. A relative VLLM_FORK_CACHE -----------------------------------------
 
@@ -34,7 +35,7 @@ def clone_at(tmp_path: Path, monkeypatch) -> Path:
     fork.git(clone, "add", ".gitignore", "patches")
     fork.git(clone, "commit", "-qm", "Series")
     fork.git(clone / "build" / "vllm", "init", "-q")
-    monkeypatch.setattr(pins, "LAYOUT", Layout(clone))
+    monkeypatch.setattr(cache, "LAYOUT", Layout(clone))
     return clone
 
 

@@ -17,7 +17,8 @@ from forktool.checks import MUTANTS
 from forktool.git import git, identity
 from forktool.layout import LAYOUT, Layout
 from forktool.results import CheckResult
-from forktool.upstream import Runner, Selection
+from forktool.selection import Selection
+from forktool.upstream import Runner
 
 DIFF = """\
 diff --git a/vllm/a.py b/vllm/a.py

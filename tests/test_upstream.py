@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from forktool import matrix, upstream
-from forktool.upstream import Progress, Runner, Selection, exception
+from forktool.selection import Selection
+from forktool.upstream import Progress, Runner, exception
 
 # Real `pytest -v -rfE` output (pytest 9.1) of a file with a pass, a failure,
 # a skip, a test that errors in teardown after passing, ids with a space and

@@ -17,9 +17,10 @@ import pytest
 
 from forktool import lock, venv
 from forktool.__main__ import main
+from forktool.cache import cache_dir
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT, Layout
-from forktool.pins import Pins, cache_dir
+from forktool.pins import Pins
 from forktool.venv_check import self_check
 
 

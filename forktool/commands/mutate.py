@@ -13,7 +13,7 @@ from forktool.pins import Pins
 from forktool.prepare import vllm_runner
 from forktool.results import Measured
 from forktool.safety import ensure_safe
-from forktool.upstream import Selection
+from forktool.selection import Selection
 from forktool.venv import venv_id
 
 

@@ -9,7 +9,7 @@ from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.pr import make_kit
 from forktool.pr.lint import markdownlint
-from forktool.upstream import Selection
+from forktool.selection import Selection
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:

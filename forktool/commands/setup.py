@@ -12,7 +12,7 @@ from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.prepare import prepare, vllm_runner
 from forktool.results import Measured
-from forktool.upstream import Selection
+from forktool.selection import Selection
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:

@@ -17,7 +17,8 @@ from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.prepare import prepare, vllm_runner
 from forktool.results import Measured
-from forktool.upstream import Runner, Selection, parse_junit, test_env
+from forktool.selection import Selection
+from forktool.upstream import Runner, parse_junit, test_env
 from forktool.venv import python
 
 
