@@ -1,0 +1,143 @@
+"""The tool's import graph, read from the source with `ast` (nothing is
+imported): command modules do not import each other, the series workflow
+(sync, export, backups) imports nothing of the test runner, the environment
+or the PR evidence, and no modules import each other in a cycle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "forktool"
+
+SERIES_WORKFLOW = ("fork", "export", "backups", "journal")
+"""What `sync`, `export` and `backups` run; their imports are the workflow."""
+NOT_IN_WORKFLOW = (
+    *("upstream", "matrix", "mutate", "pytest_server", "precommit", "ci_impact"),
+    *("bench", "pr", "venv", "venv_check", "venv_probe", "lock", "uv", "hfcache"),
+)
+"""The pytest runner, the PR evidence and the environment."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _package(name: str) -> str:
+    """The package a module's relative imports start from."""
+    return name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+
+
+def imports(name: str) -> dict[str, int]:
+    """The forktool modules `name` imports (at any level, functions included),
+    each with the line of its first import."""
+    found: dict[str, int] = {}
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = _package(name).split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, *filter(None, [base])])
+            # `from pkg import mod` imports the module; `from mod import x`, mod.
+            targets = [f"{base}.{a.name}" for a in node.names]
+            targets = [t if t in MODULES else base for t in targets]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:  # `import a.b.c` names a.b.c
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.setdefault(target, node.lineno)
+    return found
+
+
+GRAPH = {name: imports(name) for name in MODULES}
+
+
+def where(importer: str, imported: str) -> str:
+    path = MODULES[importer].relative_to(ROOT)
+    return f"{path}:{GRAPH[importer][imported]} imports {imported}"
+
+
+def test_no_command_module_imports_another():
+    """Shared code lives outside forktool/commands/; the registry
+    (`commands/__init__`) and the `Command` dataclass are the exceptions."""
+    commands = {n for n in MODULES if n.startswith("forktool.commands.")}
+    allowed = {"forktool.commands.command", "forktool.commands"}
+    lateral = [
+        where(importer, imported)
+        for importer in sorted(commands)
+        for imported in GRAPH[importer]
+        if imported in commands - allowed
+    ]
+    assert not lateral, "command modules import each other:\n" + "\n".join(lateral)
+
+
+def _reached(roots: list[str]) -> dict[str, list[str]]:
+    """Each module the roots import, transitively (parent packages too, which
+    Python runs first), with the chain of imports that reaches it."""
+    chains = {root: [root] for root in roots}
+    todo = list(roots)
+    while todo:
+        name = todo.pop(0)
+        parent = name.rpartition(".")[0]
+        for nxt in [*GRAPH[name], *([parent] if parent in MODULES else [])]:
+            if nxt not in chains:
+                chains[nxt] = [*chains[name], nxt]
+                todo.append(nxt)
+    return chains
+
+
+def test_the_series_workflow_imports_no_runner_environment_or_evidence():
+    chains = _reached([f"forktool.{m}" for m in SERIES_WORKFLOW])
+    banned = [f"forktool.{m}" for m in NOT_IN_WORKFLOW]
+    wrong = [
+        f"{where(chain[-2], name)} (via {' -> '.join(chain)})"
+        for name, chain in sorted(chains.items())
+        if any(name == b or name.startswith(f"{b}.") for b in banned)
+        and name in GRAPH[chain[-2]]
+    ]
+    assert not wrong, "the series workflow imports:\n" + "\n".join(wrong)
+
+
+def _cycle(start: str) -> list[str] | None:
+    """A path of imports from `start` back to itself, if there is one."""
+    chains = {start: [start]}
+    todo = [start]
+    while todo:
+        name = todo.pop(0)
+        for nxt in GRAPH[name]:
+            if nxt == start:
+                return [*chains[name], start]
+            if nxt not in chains:
+                chains[nxt] = [*chains[name], nxt]
+                todo.append(nxt)
+    return None
+
+
+def test_no_import_cycles():
+    cycles = {}
+    for name in MODULES:
+        cycle = _cycle(name)
+        if cycle and frozenset(cycle) not in cycles:
+            edges = [where(a, b) for a, b in zip(cycle, cycle[1:], strict=False)]
+            cycles[frozenset(cycle)] = " -> ".join(cycle) + ": " + "; ".join(edges)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles.values())
+
+
+def test_the_graph_sees_imports_of_every_kind():
+    """The reader itself: `from pkg import module`, `from module import name`,
+    and imports inside functions all count."""
+    assert "forktool.journal" in GRAPH["forktool.fork"]  # from forktool import
+    assert "forktool.series" in GRAPH["forktool.fork"]  # from forktool.series import
+    assert "forktool.commands.command" in GRAPH["forktool.commands.sync"]
+    assert "forktool.errors" in GRAPH["forktool.git"]
+    assert len(MODULES) > 40
