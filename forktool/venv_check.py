@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from forktool import lock
+from forktool.errors import ForkToolError
 from forktool.results import Measured
 
 PROBE = Path(__file__).with_name("venv_probe.py")
@@ -29,13 +30,25 @@ EDITABLE = "vllm"
 
 def probe(python: str, modules: tuple[str, ...], env: dict[str, str]) -> dict:
     """Run forktool/venv_probe.py with `python` (outside any tree, so that
-    `vllm` is the installed one)."""
+    `vllm` is the installed one). A venv whose python cannot run it is the
+    tool's error, saying how to remake the venv."""
+    venv = Path(python).parent.parent
+    remake = f"remove {venv} and run `python3 -m forktool install` to remake it"
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp, "probe.json")
         cmd = [python, str(PROBE), str(out), *modules]
-        run = subprocess.run(cmd, cwd="/", env=env, capture_output=True, text=True)
+        try:
+            run = subprocess.run(cmd, cwd="/", env=env, capture_output=True, text=True)
+        except OSError as e:
+            raise ForkToolError(
+                f"the venv's python {python} does not run ({e.strerror}): {remake}"
+            ) from e
         if not out.exists():
-            raise RuntimeError(f"{PROBE.name} failed:\n{run.stderr[-2000:]}")
+            raise ForkToolError(
+                f"the venv's python {python} could not run its self-check "
+                f"({PROBE.name}, exit status {run.returncode}): {remake}. "
+                f"Its stderr:\n{run.stderr[-2000:].rstrip()}"
+            )
         return json.loads(out.read_text())
 
 

@@ -126,6 +126,24 @@ def test_self_check_names_the_package_an_import_fails_in_and_lock_drift(
     assert "broken 1.0: installed, not in the lock" in printed
 
 
+def test_a_venv_whose_python_cannot_run_the_self_check_is_an_error_line(tmp_path):
+    """Not a traceback: the tool's error, naming the venv and how to remake it."""
+    broken = tmp_path / "venv" / "bin" / "python"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("#!/bin/sh\necho 'no such interpreter' >&2\nexit 127\n")
+    broken.chmod(0o755)
+    lock_file = lock_of(tmp_path, "fine")
+    with pytest.raises(ForkToolError, match="exit status 127") as failed:
+        self_check(str(broken), lock_file, dict(os.environ), ())
+    assert f"remove {tmp_path / 'venv'} and run `python3 -m forktool install`" in str(
+        failed.value
+    )
+    assert "no such interpreter" in str(failed.value)
+    broken.unlink()  # a venv whose interpreter is gone
+    with pytest.raises(ForkToolError, match="does not run"):
+        self_check(str(broken), lock_file, dict(os.environ), ())
+
+
 def test_each_clone_has_its_own_venv_and_env_names_it(tmp_path, monkeypatch, capsys):
     """Two clones: each one's env and run name its own venv and fork."""
     for clone in ("a", "b"):
