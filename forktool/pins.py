@@ -132,6 +132,11 @@ def uv_binary(pins: Pins) -> Path:
     return uv.binary(pins.uv, cache_dir() / "tools")
 
 
+def uv_cached(pins: Pins) -> bool:
+    """Whether the cache holds the pinned uv (else pip installs it)."""
+    return uv.path(pins.uv, cache_dir() / "tools").exists()
+
+
 def _index(pins: Pins) -> dict[str, tuple[str, str | None]]:
     return uv.downloads(uv_binary(pins), pins.requirement, pins.python, pins.platform)
 

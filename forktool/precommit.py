@@ -337,9 +337,14 @@ def precommit_requirement(tree: Path) -> str:
     return f"pre-commit=={found[1]}"
 
 
+def precommit_venv() -> Path:
+    """The venv in the cache that pre-commit runs from."""
+    return cache_dir() / "pre-commit-venv"
+
+
 def ensure_precommit(requirement: str) -> Path:
     """The cached venv with `requirement` installed; return its bin directory."""
-    venv = cache_dir() / "pre-commit-venv"
+    venv = precommit_venv()
     exe = venv / "bin" / "pre-commit"
     if exe.exists():
         have = subprocess.run([exe, "--version"], capture_output=True, text=True)

@@ -18,10 +18,15 @@ from pathlib import Path
 from forktool.errors import ForkToolError
 
 
+def path(requirement: str, tools: Path) -> Path:
+    """Where `binary` puts uv at `requirement`."""
+    return tools / requirement.replace("==", "-") / "bin" / "uv"
+
+
 def binary(requirement: str, tools: Path) -> Path:
     """`uv`, installed with pip under `tools` once."""
-    tool = tools / requirement.replace("==", "-")
-    uv = tool / "bin" / "uv"
+    uv = path(requirement, tools)
+    tool = uv.parent.parent
     if uv.exists():
         return uv
     shutil.rmtree(tool, ignore_errors=True)

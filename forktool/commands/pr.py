@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from forktool import prerequisites
 from forktool.commands.command import Command
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
@@ -13,6 +14,7 @@ from forktool.selection import Selection
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
+    prerequisites.require("pr", prerequisites.for_pr())
     print(
         make_kit(
             LAYOUT.fork,
@@ -54,7 +56,8 @@ COMMAND = Command(
     "apply-to-vllm.sh (git am -3 of each patch on a new branch at any ref) and "
     "preimages.pack (the blobs it merges from). It refuses, writing nothing, "
     "when a result is missing or was measured on another tree than the fork's "
-    "HEAD, and names the command that refreshes it. Writes: build/pr/ only; "
+    "HEAD, and names the command that refreshes it, and when programs it runs "
+    "(git; Node.js and npm for markdownlint) are missing. Writes: build/pr/ only; "
     "never patches/.",
     run,
     options,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from forktool import checks, matrix
+from forktool import checks, matrix, prerequisites
 from forktool.check_runs import run_checks
 from forktool.commands.command import Command
 from forktool.layout import LAYOUT
@@ -16,6 +16,7 @@ from forktool.selection import Selection
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
+    prerequisites.require("setup", prerequisites.for_setup(pins))
     start = time.monotonic()
     venv, checked = prepare(pins)
     prepared = time.monotonic() - start
@@ -36,7 +37,8 @@ COMMAND = Command(
     "sync, install, show the fork, run the regression matrix",
     "sync, then install (with the venv's self-check), then show `vllm "
     "--version` from the fork and run the series' regression matrix. Refuses "
-    "what sync and install refuse. Writes what sync and install write, and "
+    "what sync and install refuse, and, naming them, when programs it runs are "
+    "missing (README, Two commands). Writes what sync and install write, and "
     "build/trees, build/logs, build/hf-home, build/results.",
     run,
 )

@@ -9,7 +9,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from forktool import checks, ci_impact, export_check, matrix, mutate, precommit
+from forktool import (
+    checks,
+    ci_impact,
+    export_check,
+    matrix,
+    mutate,
+    precommit,
+    prerequisites,
+)
 from forktool.check_runs import run_checks
 from forktool.commands.command import Command
 from forktool.errors import ForkToolError
@@ -23,6 +31,7 @@ from forktool.venv import python
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
+    prerequisites.require("test", prerequisites.for_test(pins))
     start = time.monotonic()
     venv, checked = prepare(pins)
     prepared = time.monotonic() - start
@@ -126,7 +135,8 @@ COMMAND = Command(
     "impact report, the out-of-tree override checks, the planner fuzz, and "
     "vLLM's CPU selection on the fork (the pristine base runs only what does "
     "not pass there); prints a summary with each phase's time. Refuses what "
-    "sync refuses. Writes what setup writes, and one result per check in "
+    "sync refuses, and, naming them, when programs it runs are missing (README, "
+    "Two commands). Writes what setup writes, and one result per check in "
     "build/results/ (what `pr` renders), and build/trees/mutate-*.",
     run,
 )

@@ -1,0 +1,74 @@
+"""The programs `setup`, `test` and `pr` need, checked before they start:
+one error line names every one that is missing, and only what is missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+import pytest
+
+from forktool import prerequisites, uv
+from forktool.errors import ForkToolError
+from forktool.pins import Pins
+
+
+def hide(monkeypatch, *names: str) -> None:
+    """This machine without the programs and Python modules `names`."""
+    which, find_spec = shutil.which, importlib.util.find_spec
+    monkeypatch.setattr(
+        shutil, "which", lambda name, *a, **k: None if name in names else which(name)
+    )
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in names else find_spec(name, *a),
+    )
+
+
+def test_test_names_every_missing_program_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))  # empty
+    hide(monkeypatch, "npm", "node", "pip", "ensurepip")
+    pins = Pins.load()
+    with pytest.raises(ForkToolError) as refused:
+        prerequisites.require("test", prerequisites.for_test(pins, tmp_path / "venv"))
+    said = str(refused.value)
+    print(said)
+    assert "\n" not in said and said.startswith("`test` needs what this machine")
+    for name in ("Node.js (node)", "npm, for", "pip for", "the venv module with"):
+        assert name in said
+    assert "git" not in said.replace("markdownlint", "")  # git is there
+    # With uv and pre-commit's venv in the cache, pip and venv are not needed.
+    uv_path = uv.path(pins.uv, tmp_path / "cache" / "tools")
+    precommit = tmp_path / "cache" / "pre-commit-venv" / "bin" / "pre-commit"
+    for path in (uv_path, precommit):
+        path.parent.mkdir(parents=True)
+        path.write_text("")
+    with pytest.raises(ForkToolError) as refused:
+        prerequisites.require("test", prerequisites.for_test(pins, tmp_path / "venv"))
+    assert "npm" in str(refused.value) and "pip" not in str(refused.value)
+    assert "ensurepip" not in str(refused.value)
+
+
+def test_setup_needs_git_and_until_they_exist_pip_and_the_python(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))  # empty
+    pins, venv = Pins.load(), tmp_path / "venv"
+    needs = [p.name for p in prerequisites.for_setup(pins, venv)]
+    assert needs == [
+        "git",
+        prerequisites.PIP.name,
+        f"Python {pins.python} (python{pins.python})",
+    ]
+    # uv in the cache and the venv made: only git is left.
+    for path in (
+        uv.path(pins.uv, tmp_path / "cache" / "tools"),
+        venv / "bin" / "python",
+    ):
+        path.parent.mkdir(parents=True)
+        path.write_text("")
+    needs = prerequisites.for_setup(pins, venv)
+    assert needs == [prerequisites.GIT]
+    prerequisites.require("setup", needs)  # the tool's tests have git
+    hide(monkeypatch, "git", "npm", "node")  # test and pr need node
+    with pytest.raises(ForkToolError, match=r"^`setup` needs .*: git, for the fork"):
+        prerequisites.require("setup", needs)
