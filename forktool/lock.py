@@ -1,9 +1,10 @@
 """venv.lock: every package of the venv, exact version and sha256 hashes.
 
 `python3 -m forktool lock` resolves it from pins.toml with `uv pip compile
---generate-hashes`; `install` installs exactly it (`uv pip sync`), never a
-fresh resolution. Its header records a digest of the pins it was resolved
-from, so pins changed without re-locking are refused.
+--generate-hashes`, preferring the versions the lock already pins; `install`
+installs exactly it (`uv pip sync`), never a fresh resolution. Its header
+records a digest of the pins it was resolved from, so pins changed without
+re-locking are refused.
 """
 
 from __future__ import annotations
@@ -49,12 +50,18 @@ def pins_digest(pins: Pins) -> str:
 
 
 def write(pins: Pins, lock: Path = LOCK) -> str:
-    """Resolve the lock from the pins; return what changed, in a line."""
+    """Resolve the lock from the pins, keeping the versions it already pins
+    where the pins allow them; return what changed, in a line."""
     before = packages(lock.read_text()) if lock.exists() else {}
     with tempfile.TemporaryDirectory() as tmp:
         spec, constraints, out = (Path(tmp, n) for n in ("in", "constraints", "out"))
         spec.write_text("\n".join(requirements(pins)) + "\n")
         constraints.write_text("\n".join(pins.constraints) + "\n")
+        # uv prefers the versions an existing -o file pins: handing it the
+        # current lock makes a re-lock change only what the changed pins
+        # need, not every version newer releases would move.
+        if lock.exists():
+            out.write_text(lock.read_text())
         uv.run(uv_binary(pins), "pip", "compile", "-q", "--generate-hashes",
                "--no-header", "--python-version", pins.python,
                "--python-platform", pins.platform, "-c", str(constraints),

@@ -47,6 +47,25 @@ def test_pins_changed_without_relocking_are_refused(tmp_path):
     assert lock.packages(relocked.read_text()) == {"x": "1"}
 
 
+def test_relocking_hands_uv_the_current_lock_as_its_preferences(tmp_path, monkeypatch):
+    """uv keeps the versions its -o file already pins: `write` puts the
+    current lock there, so adding a pin does not move every other version."""
+    old = tmp_path / "venv.lock"
+    old.write_text("# pins-digest: old\nkept==1.0 \\\n    --hash=sha256:aa\n")
+    seen = []
+
+    def compile_(uv, *args):
+        out = Path(args[args.index("-o") + 1])
+        seen.append(out.read_text())
+        out.write_text("kept==1.0 \\\n    --hash=sha256:aa\nnew==2.0 \\\n")
+
+    monkeypatch.setattr(lock, "uv_binary", lambda pins: Path("uv"))
+    monkeypatch.setattr(lock.uv, "run", compile_)
+    assert lock.write(Pins.load(), old) == "venv.lock: 2 packages, 1 changed"
+    assert seen == ["# pins-digest: old\nkept==1.0 \\\n    --hash=sha256:aa\n"]
+    assert lock.current(Pins.load(), old) == old
+
+
 def wheel(directory: Path, name: str, files: dict[str, str]) -> Path:
     """A minimal wheel of distribution `name` 1.0 holding `files`."""
     dist_info = f"{name}-1.0.dist-info"
