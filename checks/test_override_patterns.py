@@ -63,10 +63,11 @@ def _wrap_fget(plugin: Plugin) -> bool:
 
 def _dict_lookup(plugin: Plugin) -> bool:
     prop = KVCacheConfig.__dict__.get("needs_kv_cache_zeroing")
-    if not isinstance(prop, property):
+    if not isinstance(prop, property) or prop.fget is None:
         return False  # what the plugin does: skip patching
+    stock = prop.fget
     KVCacheConfig.needs_kv_cache_zeroing = property(
-        lambda self: plugin(self, prop.fget(self))
+        lambda self: plugin(self, stock(self))
     )
     return True
 

@@ -47,8 +47,8 @@ def _plan(stages, layout):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("case", CASES)
 def test_decision_equals_oracle(case, layout):
-    stages, expected = CASES[case]
-    expected = expected[LAYOUTS.index(layout)]
+    stages, per_layout = CASES[case]
+    expected = per_layout[LAYOUTS.index(layout)]
     workers, scheduler = _plan(stages, layout)
     oracle = [needs_zeroing(w) for w in workers]
     assert [w.needs_kv_cache_zeroing for w in workers] == oracle

@@ -199,7 +199,9 @@ def warnings(fork: Path, names: list[str]) -> list[str]:
     """Commits without their author's sign-off, subjects not in vLLM's style,
     and two patches with one subject."""
     log = git(fork, "log", "--reverse", "--format=%an <%ae>%x00%s%x00%B%x1e", SERIES)
-    found, unsigned, seen = [], [], {}
+    found: list[str] = []
+    unsigned: list[int] = []
+    seen: dict[str, str] = {}
     me = runner(fork)
     records = log.stdout.split("\x1e")
     for i, (name, record) in enumerate(zip(names, records, strict=False)):

@@ -55,7 +55,8 @@ def backups(fork: Path, patches: Path | None = None) -> list[Backup]:
         name, date = line.split("\0")
         root = git(fork, "rev-list", "--max-parents=0", name).stdout.split()[-1]
         cherry = git(fork, "cherry", "-v", "HEAD", name, root).stdout.splitlines()
-        lacking, superseded = [], []
+        lacking: list[str] = []
+        superseded: list[str] = []
         for sign, commit, *subject in (c.split(" ", 2) for c in cherry):
             if sign != "+":
                 continue

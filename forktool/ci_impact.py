@@ -169,6 +169,8 @@ def steps_at(fork: Path, rev: str) -> list[Step]:
 def load_tethering(fork: Path) -> ModuleType:
     """The fork's command parser; each pytest selection keeps its tokens."""
     spec = importlib.util.spec_from_file_location("_tethering", fork / TETHERING)
+    if spec is None or spec.loader is None:
+        raise ForkToolError(f"{fork / TETHERING} cannot be loaded as a module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
     saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no pyc there
@@ -183,7 +185,7 @@ def load_tethering(fork: Path) -> ModuleType:
         selection.tokens = tokens
         return selection
 
-    module._parse_pytest_command = parse_keeping_tokens
+    vars(module)["_parse_pytest_command"] = parse_keeping_tokens
     return module
 
 
@@ -254,7 +256,8 @@ def collected(
     """The items of `file` the step's commands collect, and whether a pytest
     invocation that runs the file filters with `-m` (not evaluated)."""
     rel = tk.normalize_test_path(file)
-    chosen, unevaluated = set(), False
+    chosen: set[str] = set()
+    unevaluated = False
     for command in step.commands:
         for sel in (s for s in tk._parse_command(command) if s.runs(rel)):
             tokens = getattr(sel, "tokens", None)
@@ -327,7 +330,9 @@ def table_row(
 ) -> str:
     """A step's row: what it collects (base → head where that differs) and
     what triggers it with the YAML at each revision."""
-    step = (new or old).step
+    either = new or old
+    assert either is not None  # a row is a step found at one revision at least
+    step = either.step
     got = [_items(f, n_items) for f in (old, new) if f]
     key = f"`{step.key}`" if step.key else f"— ({step.source})"
     sources = [p for p in changed if not p.startswith("tests/")]

@@ -334,11 +334,11 @@ def suite_vs_base(layout: Layout, runner: Runner, selection: Selection) -> Measu
     for name, args in selection.runs.items():
         try:
             with ThreadPoolExecutor(max_workers=2) as pool:
-                on_base = pool.submit(
+                base_collect = pool.submit(
                     runner.collect, base, args, f"{name}-base-collect"
                 )
                 collected = runner.collect(fork, args, f"{name}-fork-collect")
-                fork_ids, base_ids = set(collected), set(on_base.result())
+                fork_ids, base_ids = set(collected), set(base_collect.result())
         except ForkToolError as e:
             print(f"SUITE: {e}")
             ok = False

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from forktool import results
 from forktool.checks import MUTANTS
@@ -109,6 +110,8 @@ SYMBOLS: dict[type, str] = {
     ast.NotIn: "not in",
 }
 # Each operator and its opposite.
+# An operator _swap replaces by its opposite, of the same kind.
+_Op = TypeVar("_Op", ast.boolop, ast.cmpop)
 SWAPS: dict[type, type] = {
     ast.And: ast.Or,
     ast.Or: ast.And,
@@ -125,8 +128,8 @@ SWAPS: dict[type, type] = {
 }
 
 
-def _swap(op: ast.AST) -> tuple[ast.AST, str]:
-    other = SWAPS[type(op)]()
+def _swap(op: _Op) -> tuple[_Op, str]:
+    other: _Op = SWAPS[type(op)]()
     return other, f"{SYMBOLS[type(op)]} -> {SYMBOLS[type(other)]}"
 
 
@@ -136,24 +139,26 @@ def _negated(value: ast.expr) -> str:
     return f"not ({ast.unparse(value)})"
 
 
-def _points(node: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
+def _points(
+    node: ast.expr | ast.stmt,
+) -> Iterator[tuple[ast.expr | ast.stmt, str, str]]:
     """(the node to replace, the replacement's source, what the mistake is)."""
     match node:
-        case ast.BoolOp(op=op, values=values):
-            other, what = _swap(op)
-            yield node, f"({ast.unparse(ast.BoolOp(other, values))})", what
+        case ast.BoolOp(op=bool_op, values=values):
+            other_bool, what = _swap(bool_op)
+            yield node, f"({ast.unparse(ast.BoolOp(other_bool, values))})", what
         case ast.Compare(left=left, ops=ops, comparators=comparators):
-            for i, op in enumerate(ops):
-                other, what = _swap(op)
+            for i, cmp_op in enumerate(ops):
+                other_cmp, what = _swap(cmp_op)
                 swapped = ast.Compare(
-                    left, [*ops[:i], other, *ops[i + 1 :]], comparators
+                    left, [*ops[:i], other_cmp, *ops[i + 1 :]], comparators
                 )
                 yield node, f"({ast.unparse(swapped)})", what
         case ast.UnaryOp(op=ast.Not(), operand=operand):
             yield node, f"({ast.unparse(operand)})", "not dropped"
         case ast.Call(func=ast.Name(id="any" | "all") as func):
-            other = "all" if func.id == "any" else "any"
-            yield func, other, f"{func.id} -> {other}"
+            callee = "all" if func.id == "any" else "any"
+            yield func, callee, f"{func.id} -> {callee}"
         case ast.Constant(value=bool() as value):
             yield node, str(not value), f"{value} -> {not value}"
         case ast.Constant(value=int() | float() as value):
@@ -170,8 +175,10 @@ def _points(node: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
             yield value, _negated(value), "returns its negation"
 
 
-def _splice(source: str, node: ast.AST, text: str) -> str:
+def _splice(source: str, node: ast.expr | ast.stmt, text: str) -> str:
     """`source` with `node`'s span replaced by `text` (ast columns are bytes)."""
+    # ast.parse sets every node's end; only hand-built nodes lack one.
+    assert node.end_lineno is not None and node.end_col_offset is not None
     data = source.encode()
     starts = [0]
     for line in data.splitlines(keepends=True):
@@ -194,7 +201,8 @@ def _functions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, ra
     """(qualified name, the lines of its body) of each function and method."""
     for node in body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield prefix + node.name, range(node.body[0].lineno, node.end_lineno + 1)
+            end = node.end_lineno or node.body[-1].lineno  # ast.parse sets it
+            yield prefix + node.name, range(node.body[0].lineno, end + 1)
         elif isinstance(node, ast.ClassDef):
             yield from _functions(node.body, f"{prefix}{node.name}.")
 
@@ -207,9 +215,10 @@ def mutants(path: str, source: str, lines: set[int]) -> list[Mutant]:
     codes = {ast.dump(module)}  # one mutant per distinct code
     found = []
     for node in ast.walk(module):
-        line = getattr(node, "lineno", None)
-        if line not in lines:
+        # Only expressions and statements have mutation points.
+        if not isinstance(node, ast.expr | ast.stmt) or node.lineno not in lines:
             continue
+        line = node.lineno
         for target, replacement, what in _points(node):
             mutated = _splice(source, target, replacement)
             code = _code(mutated, path)

@@ -27,7 +27,8 @@ def conflicts(output: str) -> list[str]:
     """One line per `CONFLICT (<kind>): <git's words>` in `git am -3`'s output."""
     lines = []
     for kind, text in re.findall(r"^CONFLICT \(([^)]+)\): (.*)$", output, re.M):
-        path = re.search(r"(?:Merge conflict in |^)(\S+)", text).group(1)
+        named = re.search(r"(?:Merge conflict in |^)(\S+)", text)
+        path = named.group(1) if named else text
         if kind in KINDS:
             lines.append(f"  {path}: {KINDS[kind]} ({kind})")
         elif "rename" in kind or kind == "file location":

@@ -314,7 +314,7 @@ def parse_run(output: str, hooks: list[Hook]) -> list[Outcome]:
         hook = hooks[len(found)] if len(found) < len(hooks) else None
         name = hook.get("name", hook["id"]) if hook else None
         tail = _STATUS_TAIL.fullmatch(line[len(name) :]) if name else None
-        if hook and line.startswith(name) and tail:
+        if hook and name and tail and line.startswith(name):
             found.append((hook, _STATUS[tail[2]], [_NO_FILES] if tail[1] else []))
         elif found and found[-1][2] != [_NO_FILES]:
             found[-1][2].append(line)

@@ -114,7 +114,10 @@ def changes(diff: str) -> list[FileChange]:
         fields = dict(re.findall(r"^(--- |\+\+\+ |index |rename from |rename to "
                                  r"|copy from |copy to |new file|deleted file)(.*)$",
                                  header, re.M))  # fmt: skip
-        a, b = re.match(r"diff --git a/(.*) b/(.*)", section).groups()
+        paths = re.match(r"diff --git a/(.*) b/(.*)", section)
+        if paths is None:  # not a diff git wrote with its a/ and b/ prefixes
+            continue
+        a, b = paths.groups()
         old = fields.get("rename from ", fields.get("copy from ", a))
         new = fields.get("rename to ", fields.get("copy to ", b))
         if fields.get("--- ") == "/dev/null" or "new file" in fields:
@@ -220,7 +223,7 @@ def mbox_from(line: str) -> bool:
     if colon < 5 or not all(full[i].isdigit() for i in digits):
         return False
     year = re.match(r"\s*[-+]?\d+", full[colon + 3 :])
-    return bool(year) and int(year.group()) > 90
+    return year is not None and int(year.group()) > 90
 
 
 def misread(commit: Commit) -> list[str]:

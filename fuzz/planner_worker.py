@@ -62,6 +62,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
 
 ORACLE = Path(__file__).resolve().parents[1] / "checks" / "zeroing_oracle.py"
 _spec = importlib.util.spec_from_file_location("zeroing_oracle", ORACLE)
+assert _spec is not None and _spec.loader is not None, ORACLE
 zeroing_oracle = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(zeroing_oracle)
 
@@ -213,12 +214,12 @@ class PlanCalls:
         builder = planning.DefaultKVCacheConfigBuilder
         original = builder.get_kv_cache_config_from_groups
 
-        def record(self_, vllm_config, groups, *args, **kwargs):  # type: ignore[no-untyped-def]
+        def record(self_, vllm_config, groups, *args, **kwargs):
             if args:
                 self.num_blocks.append(args[0])
             return original(self_, vllm_config, groups, *args, **kwargs)
 
-        builder.get_kv_cache_config_from_groups = record  # type: ignore[method-assign]
+        builder.get_kv_cache_config_from_groups = record
 
 
 def plan(configs: Configs, calls: PlanCalls, case: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ CORE = "\n\n".join([*HELPERS[:4], "def zeroing():\n    return False\n", *HELPERS
 BASE = {"pkg/core.py": CORE, "pkg/other.py": "X = 1\n"}
 
 
-def commit(repo: Path, files: dict[str, str | None], message: str) -> None:
+def commit(repo: Path, files: Mapping[str, str | None], message: str) -> None:
     """Write (or, for None, delete) `files` and commit them."""
     for name, text in files.items():
         if text is None:

@@ -11,6 +11,7 @@ from forktool import bench
 from forktool.bench import Case
 from forktool.errors import ForkToolError
 from forktool.layout import REPO
+from forktool.pins import Pins
 
 
 def answers(step_us: list[list[float]], ids: int = 0) -> list[dict]:
@@ -182,4 +183,6 @@ def test_what_the_workers_cannot_run_is_refused_before_anything_starts(
     sizes, repeats, steps
 ):
     with pytest.raises(ForkToolError, match="--"):
-        bench.run(None, sizes, repeats, steps, "bench", "python3 -m forktool bench")
+        bench.run(
+            Pins.load(), sizes, repeats, steps, "bench", "python3 -m forktool bench"
+        )

@@ -30,6 +30,7 @@ def holder(lock, seconds: float) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert process.stdout is not None
     assert process.stdout.readline() == "held\n"
     return process
 

@@ -496,7 +496,9 @@ def test_issue_3_new_pinned_base_with_a_conflicting_patch(workspace):
     assert fork.git(tree, "status", "--porcelain").stdout == ""
     assert fork.git(tree, "log", "-1", "--format=%s", "base").stdout == "mini 0.2\n"
     assert subjects(tree) == ["[Core] First"]
-    backup = re.search(r"branch (backup/\S+)\.", message).group(1)
+    named = re.search(r"branch (backup/\S+)\.", message)
+    assert named, message
+    backup = named.group(1)
     assert head_of(tree, backup) == old_head
     # Follow the advice: port the patch, sync applies the rest, export.
     command = next(line for line in message.splitlines() if " am -3 " in line)

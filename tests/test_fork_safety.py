@@ -436,7 +436,7 @@ def test_sha256_mismatch_says_which_side_is_wrong(workspace, monkeypatch):
     typo = Artifact(good.sdist.filename, "1" * 64)
     wheel = Artifact("mini-0.1-py3-none-any.whl", "2" * 64)
     bad = Pins("mini", "0.1", (), typo, wheel, AUTHOR, "pip", (), ())
-    published = {"index": sha256_of(file)}
+    published: dict[str, str | None] = {"index": sha256_of(file)}
     monkeypatch.setattr(pins, "index_sha256", lambda p, name: published["index"])
     with pytest.raises(ForkToolError) as excinfo:
         fetch(bad, typo)
@@ -526,7 +526,9 @@ def test_sync_lists_exactly_the_patches_it_applied(workspace):
     commit_series(patches)
     message = sync(workspace)
     print(message)
-    count = int(re.search(r"applied (\d+) patches", message).group(1))
+    applied = re.search(r"applied (\d+) patches", message)
+    assert applied, message
+    count = int(applied.group(1))
     listed = [line for line in message.splitlines() if line.startswith("  ")]
     assert count == len(listed) == 2
     message = export(mine, patches)
@@ -550,7 +552,9 @@ def test_a_patch_git_cannot_parse_names_the_line_git_names(workspace):
     message = str(excinfo.value)
     print(message)
     assert not isinstance(excinfo.value, ConflictError)
-    line = int(re.search(r"corrupt patch at line (\d+)", message).group(1))
+    corrupt = re.search(r"corrupt patch at line (\d+)", message)
+    assert corrupt, message
+    line = int(corrupt.group(1))
     assert text.splitlines()[line - 1].startswith(("<<<<<<<", "=======", ">>>>>>>"))
     assert "cannot be read by git: 0002-Core-Second.patch" in message
 

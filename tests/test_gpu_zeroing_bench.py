@@ -43,6 +43,7 @@ NO_CUDA = "class cuda:\n    is_available = staticmethod(lambda: False)\n"
 
 def load_script():
     spec = importlib.util.spec_from_file_location("gpu_zeroing_bench", SCRIPT)
+    assert spec is not None and spec.loader is not None, SCRIPT
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

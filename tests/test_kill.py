@@ -288,7 +288,10 @@ def test_killed_at_any_git_command_nothing_is_lost(kind, workspace, tmp_path):
         done = list(
             pool.map(
                 lambda job: kill_one(
-                    scenario, *job, tmp_path / "kills" / f"{job[0].name}-{job[1]}"
+                    scenario,
+                    job[0],
+                    job[1],
+                    tmp_path / "kills" / f"{job[0].name}-{job[1]}",
                 ),
                 jobs,
             )

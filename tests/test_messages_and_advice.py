@@ -288,7 +288,9 @@ def test_the_uncommitted_changes_refusal_gives_a_stash_that_takes_untracked_file
     (tree / "mini/util.py").write_text("# edited\n")
     (tree / "NOTES.txt").write_text("mine\n")
     message = refused(lambda: sync(workspace))
-    stash = re.search(r"`(git -C \S+ stash -u)`", message).group(1)
+    advised = re.search(r"`(git -C \S+ stash -u)`", message)
+    assert advised, message
+    stash = advised.group(1)
     subprocess.run(stash, shell=True, check=True)
     assert "up to date" in sync(workspace)
     fork.git(tree, "stash", "pop")

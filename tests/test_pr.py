@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,6 +83,13 @@ def fork(tmp_path) -> Path:
     return repo
 
 
+def stored(store: Path, check: str) -> CheckResult:
+    """The result `synthetic_results` wrote for `check`."""
+    found = results.read(store, check)
+    assert found is not None, f"no {check} result in {store}"
+    return found
+
+
 def synthetic_results(store: Path, tree: str) -> None:
     """One result per required check, shaped as `test` writes them."""
     base_cmd = "$ python -m pytest -q -rfE --tb=short tests -k zero"
@@ -95,7 +103,7 @@ def synthetic_results(store: Path, tree: str) -> None:
     for column in columns.values():  # a check of the fork's repository
         failed = column is columns["base+tests"]
         column["outcomes"]["checks/c.py::d"] = "failed" if failed else "passed"
-    made = {
+    made: dict[str, tuple[dict[str, int], dict[str, str], dict[str, Any]]] = {
         "regression-matrix": (
             {"base+tests failed": 2},
             {
@@ -374,7 +382,7 @@ def test_signoff_resigns_the_kit_only(fork, tmp_path):
 def test_a_failed_check_is_said_so(fork, tmp_path):
     store, out = tmp_path / "results", tmp_path / "kit"
     synthetic_results(store, results.fork_tree(fork))
-    failed = results.read(store, "ci-checkers")
+    failed = stored(store, "ci-checkers")
     failed.ok, failed.counts = False, {"passed": 1, "failed": 1}
     results.write(store, failed)
     make_kit(fork, store, out)
@@ -496,7 +504,7 @@ def test_mutants_recorded_without_their_kind_are_not_counted(fork, tmp_path):
     store, out = tmp_path / "results", tmp_path / "kit"
     tree = results.fork_tree(fork)
     synthetic_results(store, tree)
-    old = results.read(store, "mutants")
+    old = stored(store, "mutants")
     for row in old.data["mutants"]:
         del row["kind"]
     results.write(store, old)
@@ -554,7 +562,7 @@ def heavy_results(store: Path, tree: str) -> None:
     """The synthetic results made as long as real ones get: a noisy base run
     with many failures, many mutants, long CI and matrix tables, a bench."""
     synthetic_results(store, tree)
-    matrix = results.read(store, "regression-matrix")
+    matrix = stored(store, "regression-matrix")
     failures = "\n".join(
         f"E   assert None == [{i}]\nFAILED t::t{i} - assert None == [{i}]"
         for i in range(30)
@@ -562,11 +570,11 @@ def heavy_results(store: Path, tree: str) -> None:
     matrix.excerpts["base"] = NOISY_BASE + "\n" + failures
     matrix.data["table"] = "\n".join(f"t::t{i}  FAIL  ok  ok" for i in range(60))
     results.write(store, matrix)
-    mutants = results.read(store, "mutants")
+    mutants = stored(store, "mutants")
     row = mutants.data["mutants"][0]
     mutants.data["mutants"] = [{**row, "id": f"m{i}", "line": i} for i in range(80)]
     results.write(store, mutants)
-    impact = results.read(store, "ci-impact")
+    impact = stored(store, "ci-impact")
     impact.data["report"] = "| A | B |\n|---|---|\n" + "| x | y |\n" * 60
     results.write(store, impact)
     results.write(store, bench_result(tree, [100, 100.5, 99.5]))

@@ -53,8 +53,8 @@ def test_test_names_every_missing_program_in_one_line(tmp_path, monkeypatch):
 def test_setup_needs_git_and_until_they_exist_pip_and_the_python(tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))  # empty
     pins, venv = Pins.load(), tmp_path / "venv"
-    needs = [p.name for p in prerequisites.for_setup(pins, venv)]
-    assert needs == [
+    names = [p.name for p in prerequisites.for_setup(pins, venv)]
+    assert names == [
         "git",
         prerequisites.PIP.name,
         f"Python {pins.python} (python{pins.python})",

@@ -443,7 +443,8 @@ def test_row_e9_a_hand_edited_message_line_is_named_then_synced(workspace):
 def loose_objects_in_17(count: int) -> list[str]:
     """File contents whose blobs all land in .git/objects/17/: `git gc --auto`
     packs once that folder holds more than gc.auto / 256 (6700 / 256) objects."""
-    found, i = [], 0
+    found: list[str] = []
+    i = 0
     while len(found) < count:
         data = f"{i}\n".encode()
         if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()[:2] == "17":

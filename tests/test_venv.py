@@ -80,12 +80,12 @@ def wheel(directory: Path, name: str, files: dict[str, str]) -> Path:
         b64 = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
         record.append(f"{path},sha256={b64},{len(text.encode())}")
     record.append(f"{dist_info}/RECORD,,")
-    path = directory / f"{name}-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as zf:
+    made = directory / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(made, "w") as zf:
         for member, text in contents.items():
             zf.writestr(member, text)
         zf.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
-    return path
+    return made
 
 
 def make_venv(tmp_path: Path, *wheels: Path) -> str:

@@ -146,13 +146,14 @@ def fill(template: str, sections: dict[str, str], ticked: list[str]) -> str:
         pattern = re.compile(
             rf"^## {re.escape(heading)}[ \t]*\n+<!--.*?-->", re.M | re.S
         )
-        filled = f"## {heading}\n\n{body}"
-        out, n = pattern.subn(lambda _, filled=filled: filled, out, count=1)
-        if n != 1:
+        found = pattern.search(out)
+        if found is None:
             raise ForkToolError(
                 f"{TEMPLATE} has no `## {heading}` section with a placeholder "
                 "comment: the template changed; update forktool/pr/description.py"
             )
+        filled = f"## {heading}\n\n{body}"
+        out = out[: found.start()] + filled + out[found.end() :]
     for box in ticked:
         pattern = re.compile(rf"^- \[ \] (.*{re.escape(box)})", re.M)
         out, n = pattern.subn(r"- [x] \1", out)
