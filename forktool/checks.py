@@ -33,6 +33,8 @@ VENV_SELF_CHECK = Check(
     "venv-self-check", "venv self-check", SETUP, in_pr=False, required=True
 )
 TOOL_TESTS = Check("tool-tests", "tool tests", TEST, in_pr=False)
+RUFF = Check("ruff", "ruff on the tool's code", TEST, in_pr=False)
+MYPY = Check("mypy", "mypy on the tool's code", TEST, in_pr=False)
 EXPORT_CHECK = Check(
     "export-check", "patches/ as export writes them", TEST, in_pr=False
 )
@@ -60,6 +62,8 @@ BENCH_QUICK = Check(
 REGISTRY = (
     VENV_SELF_CHECK,
     TOOL_TESTS,
+    RUFF,
+    MYPY,
     EXPORT_CHECK,
     REGRESSION_MATRIX,
     MUTANTS,

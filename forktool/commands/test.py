@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import tempfile
@@ -40,6 +41,11 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
     measure = {
         checks.VENV_SELF_CHECK: lambda: checked,
         checks.TOOL_TESTS: lambda: _pytest(venv, "tests"),
+        checks.RUFF: lambda: _code_check(
+            venv, ["ruff", "check", *CODE], ["ruff", "format", "--check", *CODE]
+        ),
+        # Its files and settings are pyproject.toml's [tool.mypy].
+        checks.MYPY: lambda: _code_check(venv, ["mypy"]),
         checks.EXPORT_CHECK: export_check.measure,
         checks.REGRESSION_MATRIX: lambda: matrix.regression_matrix(
             LAYOUT, tests, selection, pins.author
@@ -91,6 +97,29 @@ def _pytest(venv: Path, *args: str) -> Measured:
     return Measured(code == 0, dict(counts), {"output": f"$ {shown}\n{tail}"})
 
 
+# The tool's own code, which ruff and mypy check (pyproject.toml configures both).
+CODE = ("forktool", "checks", "fuzz", "tests")
+
+
+def _code_check(venv: Path, *commands: list[str]) -> Measured:
+    """Each command, a program of the venv run from this repository; passes
+    when every one exits 0. The excerpt is each command and its output's tail."""
+    codes, shown = [], []
+    for program, *args in commands:
+        binary = venv / "bin" / program
+        cmd = [str(binary), *args]
+        if binary.exists():
+            code, output = _tee(cmd, dict(os.environ))
+        else:
+            code, output = 1, f"{binary} is missing: the venv lacks {program}"
+            print(output)
+        codes.append(code)
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        where = os.path.relpath(binary, LAYOUT.root)
+        shown.append(f"$ {shlex.join([where, *args])}\n{tail}")
+    return Measured(not any(codes), excerpts={"output": "\n".join(shown)})
+
+
 def _mutants(tests: Runner, selection: Selection) -> Measured:
     """Mutation testing; a selection failing on the unmutated fork (which the
     matrix reports too) fails the check rather than stopping `test`."""
@@ -129,8 +158,8 @@ COMMAND = Command(
     "test",
     "everything setup does, plus every check CI runs",
     "Everything setup does (the venv's self-check first), then the tool's "
-    "tests, mutation testing of the series' added lines (after the regression "
-    "matrix), the GPU-only tests "
+    "tests, ruff and mypy on the tool's code, mutation testing of the series' "
+    "added lines (after the regression matrix), the GPU-only tests "
     "(collected, skipped here), vLLM's CI checkers and pre-commit, the CI "
     "impact report, the out-of-tree override checks, the planner fuzz, and "
     "vLLM's CPU selection on the fork (the pristine base runs only what does "

@@ -1,0 +1,46 @@
+"""ruff and mypy on the tool's own code: two checks `test` runs, with the
+venv's programs, that `pr` neither renders nor requires."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from forktool import checks, pr
+from forktool.commands import test
+
+
+def fake_venv(tmp_path: Path, **programs: str) -> Path:
+    """A venv whose bin/ holds each program as a shell script."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    for name, script in programs.items():
+        path = venv / "bin" / name
+        path.write_text(f"#!/bin/sh\n{script}\n")
+        path.chmod(0o755)
+    return venv
+
+
+def test_ruff_and_mypy_gate_test_but_not_pr():
+    for check in (checks.RUFF, checks.MYPY):
+        assert check in checks.REGISTRY and check.gates_test
+        assert check.command == checks.TEST and check.name not in pr.REQUIRED
+
+
+def test_a_code_check_passes_when_every_command_exits_0(tmp_path):
+    venv = fake_venv(tmp_path, ruff='echo "ruff $*"', mypy="echo Success; exit 0")
+    found = test._code_check(venv, ["ruff", "check", "x"], ["ruff", "format", "x"])
+    assert found.ok
+    where = os.path.relpath(venv / "bin" / "ruff", test.LAYOUT.root)
+    assert found.excerpts["output"] == (
+        f"$ {where} check x\nruff check x\n$ {where} format x\nruff format x"
+    )
+    assert test._code_check(venv, ["mypy"]).ok
+
+
+def test_a_code_check_fails_on_any_failed_command_or_a_missing_program(tmp_path):
+    venv = fake_venv(tmp_path, ruff='[ "$1" = check ] || { echo bad; exit 1; }')
+    found = test._code_check(venv, ["ruff", "check"], ["ruff", "format"])
+    assert not found.ok and found.excerpts["output"].endswith("format\nbad")
+    missing = test._code_check(venv, ["mypy"])
+    assert not missing.ok and "the venv lacks mypy" in missing.excerpts["output"]
