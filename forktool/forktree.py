@@ -94,13 +94,21 @@ def _failed_files(output: str) -> list[str]:
     return sorted(set(files))
 
 
-def touched(patches: list[Path]) -> set[str]:
-    """Every path the patches read or write."""
-    found = set()
-    with tempfile.TemporaryDirectory() as tmp:
-        for patch in patches:
-            diff = verify.diff_of(patch, Path(tmp)).read_text(errors="replace")
-            found |= {p for c in verify.changes(diff) for p in (c.old, c.new) if p}
+_PATHS = re.compile(
+    r"^(?:diff --git a/(.*) b/|(?:rename|copy) (?:from|to) )(.*)$", re.M
+)
+
+
+def touched(patches: list[Path]) -> set[str] | None:
+    """Every path the patches read or write, from their diff headers (pure
+    renames, which have no `index` line, included); None when a header quotes
+    its paths (git does for unusual names), which are then not parsed."""
+    found: set[str] = set()
+    for patch in patches:
+        text = patch.read_text(errors="replace")
+        if re.search(r'^diff --git "', text, re.M):
+            return None
+        found |= {path for pair in _PATHS.findall(text) for path in pair if path}
     return found
 
 

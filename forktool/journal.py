@@ -98,23 +98,26 @@ def _write_journal(fork: Path, kind: str, data: Move | Export) -> None:
 
 def _discard_staging(fork: Path) -> None:
     stage = staging(fork)
-    if stage.exists() or (fork / ".git" / "worktrees" / stage.name).exists():
-        git(fork, "worktree", "remove", "--force", str(stage), check=False)
-        shutil.rmtree(stage, ignore_errors=True)
-        git(fork, "worktree", "prune")
+    if stage.exists():
+        removed = git(fork, "worktree", "remove", "--force", str(stage), check=False)
+        if removed.returncode:  # half made: git's record goes with the prune
+            shutil.rmtree(stage, ignore_errors=True)
+            git(fork, "worktree", "prune")
+    elif (fork / ".git" / "worktrees").exists():
+        git(fork, "worktree", "prune")  # a record whose folder is gone
     shutil.rmtree(staged_patches(fork), ignore_errors=True)
 
 
-def begin(fork: Path, start: str, paths: set[str]) -> Path:
-    """A staging worktree of `fork` at `start`, with `paths` checked out."""
+def begin(fork: Path, start: str, paths: set[str] | None) -> Path:
+    """A staging worktree of `fork` at `start`, with `paths` checked out
+    (None: every file)."""
     _discard_staging(fork)
     stage = staging(fork)
     git(fork, "worktree", "add", "-q", "--no-checkout", "--detach", str(stage), start)
     gitdir = Path(git(stage, "rev-parse", "--absolute-git-dir").stdout.strip())
     (gitdir / "info").mkdir(exist_ok=True)
-    (gitdir / "info" / "sparse-checkout").write_text(
-        "".join(f"/{path}\n" for path in sorted(paths))
-    )
+    wanted = ["/*"] if paths is None else [f"/{path}" for path in sorted(paths)]
+    (gitdir / "info" / "sparse-checkout").write_text("\n".join(wanted) + "\n")
     git(stage, "checkout", "-q", "--detach", start, env=SPARSE)
     return stage
 

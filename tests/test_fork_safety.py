@@ -413,6 +413,20 @@ def test_an_export_finished_later_marks_what_it_exported(workspace, monkeypatch)
     assert synced == exported
 
 
+def test_a_rebuild_applies_a_pure_rename(workspace):
+    """A rename without a content change has no `index` line; the staging
+    worktree must still check out the file it moves."""
+    _, patches, tree = workspace
+    sync(workspace)
+    fork.git(tree, "mv", "mini/util.py", "mini/helpers.py")
+    fork.git(tree, "commit", "-qm", f"[Misc] Rename\n\nSigned-off-by: {PERSON}")
+    export(tree, patches)
+    commit(tree, "LOCAL.md", "x\n", "[Doc] Local")
+    assert "rebuilt" in sync(workspace, force=True)
+    assert (tree / "mini" / "helpers.py").exists()
+    assert not (tree / "mini" / "util.py").exists()
+
+
 def test_a_first_sync_stopped_in_git_am_leaves_no_fork(workspace, monkeypatch):
     _, patches, tree = workspace
     series_of(workspace, *THREE)
