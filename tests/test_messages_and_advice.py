@@ -231,14 +231,19 @@ def test_a_non_ascii_subject_changed_on_both_sides_gets_the_fixup_advice(workspa
 # --- Row 5c: subject reworded on one side, code changed on the other -------------
 
 
+def reword_third(tree: Path) -> None:
+    """Reword patch 3's subject in `tree`, its code as it was."""
+    edit_series(tree, "sed -i 3s/^pick/edit/")
+    fork.git(tree, "commit", "-q", "--amend", "-m",
+             f"[Core] Third, reworded\n\nSigned-off-by: {PERSON}")  # fmt: skip
+    fork.git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+
+
 def test_a_reworded_subject_and_a_code_change_end_in_one_patch(workspace):
     _, patches, mine = workspace
     series_of(workspace, *THREE)
     theirs = teammate(workspace)
-    edit_series(theirs, "sed -i 3s/^pick/edit/")
-    fork.git(theirs, "commit", "-q", "--amend", "-m",
-             f"[Core] Third, reworded\n\nSigned-off-by: {PERSON}")  # fmt: skip
-    fork.git(theirs, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    reword_third(theirs)
     export(theirs, patches)
     commit_series(patches)
     edit_series(mine, "sed -i 3s/^pick/edit/")
@@ -263,10 +268,7 @@ def test_a_reworded_subject_and_a_code_change_end_in_one_patch(workspace):
 def test_a_subject_reworded_in_the_fork_is_one_patch_changed(workspace):
     _, patches, mine = workspace
     series_of(workspace, *THREE)
-    edit_series(mine, "sed -i 3s/^pick/edit/")
-    fork.git(mine, "commit", "-q", "--amend", "-m",
-             f"[Core] Third, reworded\n\nSigned-off-by: {PERSON}")  # fmt: skip
-    fork.git(mine, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    reword_third(mine)
     said = export(mine, patches)
     print(said)
     assert "0003-Core-Third-reworded.patch: changed in the fork" in said

@@ -78,6 +78,7 @@ from test_fork import (
     teammate,
 )
 from test_fork_safety import follow, fresh_clone
+from test_messages_and_advice import reword_third
 
 from forktool import backups, fork, git, pins
 from forktool.errors import ForkToolError
@@ -370,10 +371,7 @@ def test_row_e3_a_subject_reworded_by_a_teammate_updates_the_fork(workspace):
     _, patches, mine = workspace
     series_of(workspace, *THREE)
     theirs = teammate(workspace)
-    edit_series(theirs, "sed -i 3s/^pick/edit/")
-    fork.git(theirs, "commit", "-q", "--amend", "-m",
-             f"[Core] Third, reworded\n\nSigned-off-by: {PERSON}")  # fmt: skip
-    fork.git(theirs, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    reword_third(theirs)
     export(theirs, patches)
     commit_series(patches)  # pushed; here: git pull
     message = sync(workspace)
