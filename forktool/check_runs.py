@@ -1,44 +1,33 @@
-"""Checks run one after another for `setup` and `test`: each result written
-to build/results/, a summary with each one's time."""
+"""The registry's checks run one after another for `setup` and `test`: each
+result recorded in build/results/, then a summary with each one's time."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from pathlib import Path
 
-from forktool import results
-from forktool.checks import Check
+from forktool import checks, results, tool_checks
+from forktool.checks import Check, Context
 from forktool.layout import LAYOUT
-from forktool.pins import Pins
-from forktool.results import Measured
 
 
-def run_checks(
-    pins: Pins,
-    checks: list[tuple[Check, Callable[[], Measured]]],
-    command: str,
-    prepared: float,
-) -> int:
-    """Run each check, write its result to build/results/, print a summary.
-    A failed check that the others require stops the run."""
+def all_checks() -> tuple[Check, ...]:
+    """The workflow's checks, then the plug-ins'."""
+    return checks.registry(tool_checks.CHECKS, checks.plugins())
+
+
+def run_checks(ctx: Context, checks: list[Check], command: str, prepared: float) -> int:
+    """Run each check, record its result, print a summary. A failed check
+    that the others require stops the run."""
     tree = results.fork_tree(LAYOUT.fork)
     written = []
-    for check, measure in checks:
+    for check in checks:
+        assert check.measure is not None  # Check refuses a gating one without
         print(f"\n=== {check.title} ===", flush=True)
         start = time.monotonic()
-        found = measure()
-        result = results.CheckResult(
-            check.name,
-            found.ok,
-            tree,
-            pins.version,
-            command,
-            seconds=round(time.monotonic() - start, 1),
-            counts=found.counts,
-            excerpts=found.excerpts,
-            data=found.data,
-        )
-        results.write(LAYOUT.results, result)
+        found = check.measure(ctx)
+        seconds = time.monotonic() - start
+        result = record(check, found, seconds, ctx.pins.version, tree, command)
         written.append((check.title, result))
         if check.required and not found.ok:
             print(f"\n{check.title} failed: the other checks did not run.")
@@ -48,3 +37,43 @@ def run_checks(
     for title, result in written:
         print(f"{'PASS' if result.ok else 'FAIL'}  {result.seconds:6.0f} s  {title}")
     return 0 if all(result.ok for _, result in written) else 1
+
+
+def record(
+    check: Check,
+    found: results.Measured,
+    seconds: float,
+    base_version: str,
+    tree: str,
+    command: str | None = None,
+    store: Path | None = None,
+) -> results.CheckResult:
+    """Write what a run of `check` found to the store, as run by `command`
+    (the check's own by default), in `store` (the clone's by default); the
+    one place results are recorded."""
+    result = results.CheckResult(
+        check.name,
+        found.ok,
+        tree,
+        base_version,
+        command or check.command,
+        seconds=round(seconds, 1),
+        counts=found.counts,
+        excerpts=found.excerpts,
+        data=found.data,
+    )
+    results.write(store or LAYOUT.results, result)
+    return result
+
+
+def problem(result: results.CheckResult | None, check: Check, tree: str) -> str:
+    """Why `result` cannot stand for the fork at `tree`, or "" when it can."""
+    if result is None:
+        return f"{check.name}: no result; run `{check.command}`"
+    if result.tree != tree:
+        return (
+            f"{check.name}: stale, measured on tree {result.tree[:12]} on "
+            f"{result.date}, "
+            f"the fork is now at tree {tree[:12]}; run `{result.command}`"
+        )
+    return ""

@@ -8,13 +8,14 @@ from pathlib import Path
 from subprocess import DEVNULL, PIPE, Popen
 
 from forktool import fork, hfcache, lock
+from forktool.checks import Context
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins, fetch
 from forktool.results import Measured
 from forktool.selection import Selection
 from forktool.upstream import Runner, test_env
-from forktool.venv import ensure_venv, install_fork, python, register_clone
+from forktool.venv import ensure_venv, install_fork, python, register_clone, venv_id
 from forktool.venv_check import self_check
 
 
@@ -54,9 +55,9 @@ def self_checked(venv: Path) -> Measured:
     return self_check(python(venv), lock.LOCK, test_env(LAYOUT.hf_home))
 
 
-def prepare(pins: Pins) -> tuple[Path, Measured]:
+def prepare(pins: Pins) -> Context:
     """sync + install, both idempotent; the venv's self-check while vLLM
-    shows that it starts from the fork; return the venv and the self-check."""
+    shows that it starts from the fork; what the checks then run with."""
     sync_fork(pins)
     venv = install(pins)
     vllm, env = str(venv / "bin" / "vllm"), test_env(LAYOUT.hf_home)
@@ -68,7 +69,23 @@ def prepare(pins: Pins) -> tuple[Path, Measured]:
     print(f"vllm serve --help: exit status {serve.wait()}")
     if checked and (version.returncode or serve.returncode):
         raise ForkToolError("vllm --version or vllm serve --help failed")
-    return venv, checked
+    return Context(
+        pins, venv, checked, vllm_runner(venv), Selection.load(LAYOUT.selection)
+    )
+
+
+def require_setup(what: str) -> None:
+    """Refuse `what` while the clone has no fork or no complete venv."""
+    missing = [
+        f"no fork at {LAYOUT.fork}" if not (LAYOUT.fork / ".git").exists() else "",
+        f"no complete venv at {LAYOUT.venv}" if not venv_id(LAYOUT.venv) else "",
+    ]
+    if any(missing):
+        raise ForkToolError(
+            f"{what} needs the fork and its venv: "
+            + "; ".join(filter(None, missing))
+            + "; run `python3 -m forktool setup` first"
+        )
 
 
 def vllm_runner(venv: Path) -> Runner:

@@ -15,7 +15,6 @@ from pathlib import Path
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins, uv_cached
-from forktool.precommit import precommit_venv
 from forktool.venv import python
 
 
@@ -27,7 +26,7 @@ class Program:
     used_for: str
 
 
-def _on_path(name: str) -> Callable[[], bool]:
+def on_path(name: str) -> Callable[[], bool]:
     return lambda: shutil.which(name) is not None
 
 
@@ -35,17 +34,10 @@ def _module(name: str) -> Callable[[], bool]:
     return lambda: importlib.util.find_spec(name) is not None
 
 
-GIT = Program("git", _on_path("git"), "the fork and every command")
-BASH = Program("bash", _on_path("bash"), "vLLM's pre-commit hooks, the tool's tests")
-NODE = Program("Node.js (node)", _on_path("node"), "the markdownlint-cli2 hook")
-NPM = Program("npm", _on_path("npm"), "installing markdownlint-cli2 for pre-commit")
+GIT = Program("git", on_path("git"), "the fork and every command")
+BASH = Program("bash", on_path("bash"), "vLLM's pre-commit hooks, the tool's tests")
 PIP = Program(
     f"pip for {sys.executable}", _module("pip"), "installing uv into the cache"
-)
-VENV = Program(
-    f"the venv module with ensurepip for {sys.executable} (Debian: python3-venv)",
-    _module("ensurepip"),
-    "pre-commit's venv in the cache",
 )
 
 
@@ -69,23 +61,12 @@ def for_setup(pins: Pins, venv: Path = LAYOUT.venv) -> list[Program]:
     return needs
 
 
-def _precommit() -> list[Program]:
-    """What pre-commit's markdownlint-cli2 hook needs; the venv module while
-    the cache lacks pre-commit's venv."""
-    needs = [NODE, NPM]
-    if not (precommit_venv() / "bin" / "pre-commit").exists():
-        needs.append(VENV)
-    return needs
-
-
-def for_pr() -> list[Program]:
-    """git, and pre-commit for markdownlint-cli2 on the description."""
-    return [GIT, *_precommit()]
-
-
-def for_test(pins: Pins, venv: Path = LAYOUT.venv) -> list[Program]:
-    """What setup needs, and what vLLM's pre-commit and the tool's tests run."""
-    return [*for_setup(pins, venv), BASH, *_precommit()]
+def for_test(
+    pins: Pins, checks_need: list[Program], venv: Path = LAYOUT.venv
+) -> list[Program]:
+    """What setup needs, what the tool's tests run, and what the checks need."""
+    needs = [*for_setup(pins, venv), BASH]
+    return needs + [p for p in checks_need if p not in needs]
 
 
 def require(command: str, needs: list[Program]) -> None:

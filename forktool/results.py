@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from forktool.checks import Check
 from forktool.errors import ForkToolError
 from forktool.git import git
 
@@ -77,16 +76,3 @@ def read(store: Path, check: str) -> CheckResult | None:
         return CheckResult(**json.loads(path.read_text()))
     except (ValueError, TypeError) as e:
         raise ForkToolError(f"{path} is not a results file: {e}") from e
-
-
-def problem(result: CheckResult | None, check: Check, tree: str) -> str:
-    """Why `result` cannot stand for the fork at `tree`, or "" when it can."""
-    if result is None:
-        return f"{check.name}: no result; run `{check.command}`"
-    if result.tree != tree:
-        return (
-            f"{check.name}: stale, measured on tree {result.tree[:12]} on "
-            f"{result.date}, "
-            f"the fork is now at tree {tree[:12]}; run `{result.command}`"
-        )
-    return ""

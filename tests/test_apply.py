@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from evidence.pr.kit import write_kit
 from forktool.git import git, identity
-from forktool.pr.kit import write_kit
 
 AUTHOR = "Test Project <test-project@noreply.invalid>"
 USER = "Jane Doe <jane@example.com>"

@@ -1,4 +1,4 @@
-"""forktool.bench's numbers and table, from made-up worker answers (no vLLM)."""
+"""evidence.bench's numbers and table, from made-up worker answers (no vLLM)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from forktool import bench
-from forktool.bench import Case
+from evidence import bench
+from evidence.bench import Case
+from evidence.checks import BENCH
 from forktool.errors import ForkToolError
 from forktool.layout import REPO
 from forktool.pins import Pins
@@ -184,5 +185,5 @@ def test_what_the_workers_cannot_run_is_refused_before_anything_starts(
 ):
     with pytest.raises(ForkToolError, match="--"):
         bench.run(
-            Pins.load(), sizes, repeats, steps, "bench", "python3 -m forktool bench"
+            Pins.load(), sizes, repeats, steps, BENCH, "python3 -m forktool bench"
         )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from forktool import ci_impact as ci
+from evidence import ci_impact as ci
 
 needs_pytest_expression = pytest.mark.skipif(
     importlib.util.find_spec("_pytest.mark.expression") is None,

@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from forktool import checks, pr
-from forktool.commands import test
+from evidence.pr import make as pr
+from forktool import checks, tool_checks
+from forktool.check_runs import all_checks
 
 
 def fake_venv(tmp_path: Path, **programs: str) -> Path:
@@ -22,25 +23,27 @@ def fake_venv(tmp_path: Path, **programs: str) -> Path:
 
 
 def test_ruff_and_mypy_gate_test_but_not_pr():
-    for check in (checks.RUFF, checks.MYPY):
-        assert check in checks.REGISTRY and check.gates_test
-        assert check.command == checks.TEST and check.name not in pr.REQUIRED
+    for check in (tool_checks.RUFF, tool_checks.MYPY):
+        assert check in all_checks() and check.gates_test
+        assert check.command == checks.TEST and check.name not in pr.required()
 
 
 def test_a_code_check_passes_when_every_command_exits_0(tmp_path):
     venv = fake_venv(tmp_path, ruff='echo "ruff $*"', mypy="echo Success; exit 0")
-    found = test._code_check(venv, ["ruff", "check", "x"], ["ruff", "format", "x"])
+    found = tool_checks.code_check(
+        venv, ["ruff", "check", "x"], ["ruff", "format", "x"]
+    )
     assert found.ok
-    where = os.path.relpath(venv / "bin" / "ruff", test.LAYOUT.root)
+    where = os.path.relpath(venv / "bin" / "ruff", tool_checks.LAYOUT.root)
     assert found.excerpts["output"] == (
         f"$ {where} check x\nruff check x\n$ {where} format x\nruff format x"
     )
-    assert test._code_check(venv, ["mypy"]).ok
+    assert tool_checks.code_check(venv, ["mypy"]).ok
 
 
 def test_a_code_check_fails_on_any_failed_command_or_a_missing_program(tmp_path):
     venv = fake_venv(tmp_path, ruff='[ "$1" = check ] || { echo bad; exit 1; }')
-    found = test._code_check(venv, ["ruff", "check"], ["ruff", "format"])
+    found = tool_checks.code_check(venv, ["ruff", "check"], ["ruff", "format"])
     assert not found.ok and found.excerpts["output"].endswith("format\nbad")
-    missing = test._code_check(venv, ["mypy"])
+    missing = tool_checks.code_check(venv, ["mypy"])
     assert not missing.ok and "the venv lacks mypy" in missing.excerpts["output"]

@@ -7,11 +7,11 @@ import subprocess
 
 import pytest
 
+from evidence.matrix import table as _table
 from forktool import venv
 from forktool.__main__ import main
-from forktool.commands import COMMANDS
+from forktool.commands import commands
 from forktool.layout import Layout
-from forktool.matrix import table as _table
 from forktool.upstream import Result
 
 
@@ -75,7 +75,7 @@ def test_issue_7_matrix_table_fits_120_columns_with_a_legend():
 
 
 def test_issue_7_every_command_says_what_it_refuses_and_writes(capsys):
-    for name in COMMANDS:
+    for name in commands():
         with pytest.raises(SystemExit) as exit_status:
             main([name, "--help"])
         assert exit_status.value.code == 0

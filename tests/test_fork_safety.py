@@ -28,11 +28,13 @@ from test_fork import (
     teammate,
 )
 
-from forktool import backups, checks, fork, journal, pins
+from forktool import backups, fork, journal, pins
+from forktool.check_runs import all_checks
 from forktool.errors import ConflictError, ForkToolError
 from forktool.export import export
 from forktool.layout import REPO
 from forktool.pins import Artifact, Pins, fetch, sha256_of
+from forktool.tool_checks import EXPORT_CHECK
 
 
 def follow(workspace, message: str) -> None:
@@ -184,7 +186,7 @@ def test_export_check_names_stale_patches_and_writes_nothing(workspace):
     assert "(1 differ)" in str(excinfo.value)
     assert "0002-Core-Second.patch: the same change, rewritten" in str(excinfo.value)
     assert snapshot(patches) == before
-    assert checks.EXPORT_CHECK in checks.REGISTRY and checks.EXPORT_CHECK.gates_test
+    assert EXPORT_CHECK in all_checks() and EXPORT_CHECK.gates_test
 
 
 # --- 5. The user's git config does not change the tool's commits -------------
@@ -637,7 +639,7 @@ def test_git_commands_are_traced(workspace, monkeypatch, capsys):
 
 def test_a_conflict_exits_with_status_3_other_errors_with_1(monkeypatch):
     from forktool.__main__ import main
-    from forktool.commands import COMMANDS, Command
+    from forktool.commands import OWN, Command
 
     def failing(error):
         def run(pins, args):
@@ -647,5 +649,5 @@ def test_a_conflict_exits_with_status_3_other_errors_with_1(monkeypatch):
         return Command("sync", "h", "d", run, locks=False)
 
     for error, status in ((ConflictError, 3), (ForkToolError, 1)):
-        monkeypatch.setitem(COMMANDS, "sync", failing(error))
+        monkeypatch.setitem(OWN, "sync", failing(error))
         assert main(["sync"]) == status

@@ -1,7 +1,9 @@
 """The tool's import graph, read from the source with `ast` (nothing is
-imported): command modules do not import each other, the series workflow
-(sync, export, backups) imports nothing of the test runner, the environment
-or the PR evidence, and no modules import each other in a cycle."""
+imported): the workflow package (forktool) imports nothing of the PR
+evidence package (evidence), which plugs in through the registry of checks;
+command modules do not import each other, and nothing imports a command
+module; the series workflow (sync, export, backups) imports nothing of the
+test runner or the environment; no modules import each other in a cycle."""
 
 from __future__ import annotations
 
@@ -9,15 +11,15 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "forktool"
+PACKAGES = ("forktool", "evidence")
 
 SERIES_WORKFLOW = ("fork", "export", "backups", "journal")
 """What `sync`, `export` and `backups` run; their imports are the workflow."""
 NOT_IN_WORKFLOW = (
-    *("upstream", "matrix", "mutate", "pytest_server", "precommit", "ci_impact"),
-    *("bench", "pr", "venv", "venv_check", "venv_probe", "lock", "uv", "hfcache"),
+    *("upstream", "venv", "venv_check", "venv_probe", "lock", "uv", "hfcache"),
+    *("checks", "check_runs", "tool_checks", "prepare"),
 )
-"""The pytest runner, the PR evidence and the environment."""
+"""The pytest runner, the registry of checks and the environment."""
 
 
 def module_name(path: Path) -> str:
@@ -25,7 +27,11 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+MODULES = {
+    module_name(p): p
+    for package in PACKAGES
+    for p in sorted((ROOT / package).rglob("*.py"))
+}
 
 
 def _package(name: str) -> str:
@@ -67,18 +73,38 @@ def where(importer: str, imported: str) -> str:
     return f"{path}:{GRAPH[importer][imported]} imports {imported}"
 
 
-def test_no_command_module_imports_another():
-    """Shared code lives outside forktool/commands/; the registry
-    (`commands/__init__`) and the `Command` dataclass are the exceptions."""
-    commands = {n for n in MODULES if n.startswith("forktool.commands.")}
-    allowed = {"forktool.commands.command", "forktool.commands"}
-    lateral = [
+def test_the_workflow_imports_nothing_of_the_evidence():
+    """The evidence's checks and commands reach the workflow only through
+    the plug-in list in pyproject.toml, loaded by name."""
+    wrong = [
         where(importer, imported)
-        for importer in sorted(commands)
+        for importer in sorted(MODULES)
+        if importer.startswith("forktool")
         for imported in GRAPH[importer]
-        if imported in commands - allowed
+        if imported.startswith("evidence")
     ]
-    assert not lateral, "command modules import each other:\n" + "\n".join(lateral)
+    assert not wrong, "the workflow imports the evidence:\n" + "\n".join(wrong)
+
+
+def _is_command(name: str) -> bool:
+    """A command module: one in a package's commands/ (not the list of them
+    in its `__init__`, nor the `Command` dataclass)."""
+    package, _, rest = name.partition(".commands.")
+    return bool(rest) and package in PACKAGES and rest != "command"
+
+
+def test_no_module_imports_a_command_module():
+    """Shared code lives outside commands/: no command module imports
+    another, and no other module imports one (an upward import), except the
+    list of a package's commands in its `commands/__init__`."""
+    wrong = [
+        where(importer, imported)
+        for importer in sorted(MODULES)
+        if not importer.endswith(".commands")
+        for imported in GRAPH[importer]
+        if _is_command(imported)
+    ]
+    assert not wrong, "command modules imported:\n" + "\n".join(wrong)
 
 
 def _reached(roots: list[str]) -> dict[str, list[str]]:
@@ -140,4 +166,7 @@ def test_the_graph_sees_imports_of_every_kind():
     assert "forktool.series" in GRAPH["forktool.fork"]  # from forktool.series import
     assert "forktool.commands.command" in GRAPH["forktool.commands.sync"]
     assert "forktool.errors" in GRAPH["forktool.git"]
+    assert "evidence.commands.pr" in GRAPH["evidence.commands"]
+    assert _is_command("evidence.commands.pr") and _is_command("forktool.commands.sync")
+    assert not _is_command("forktool.commands.command")
     assert len(MODULES) > 40

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from forktool.errors import ForkToolError
-from forktool.matrix import (
+from evidence.matrix import (
     base_problems,
     compare,
     drop_checks_before_their_patch,
@@ -14,6 +13,7 @@ from forktool.matrix import (
     shards,
     table,
 )
+from forktool.errors import ForkToolError
 from forktool.upstream import Result
 
 

@@ -1,4 +1,4 @@
-"""forktool.mutate: mutants from source (pure), and their outcomes in a tiny
+"""evidence.mutate: mutants from source (pure), and their outcomes in a tiny
 synthetic fork with a tiny pytest test (this interpreter, no vLLM)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from forktool import mutate, pytest_server, results, upstream
-from forktool.checks import MUTANTS
+from evidence import mutate, pytest_server
+from forktool import results, upstream
 from forktool.git import git, identity
 from forktool.layout import LAYOUT, Layout
 from forktool.results import CheckResult
@@ -279,7 +279,7 @@ def check(
         fork, tmp_path / "trees", runner, selection, store, equivalents, gpu_lines
     )
     tree = results.fork_tree(fork)  # as `test` writes it
-    result = CheckResult(MUTANTS.name, found.ok, tree, "0.1", MUTANTS.command)
+    result = CheckResult(mutate.NAME, found.ok, tree, "0.1", mutate.COMMAND_LINE)
     result.counts, result.data = found.counts, found.data
     results.write(store, result)
     return found

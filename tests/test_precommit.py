@@ -11,9 +11,7 @@ import json
 
 import pytest
 
-from forktool import git as fork
-from forktool.errors import ForkToolError
-from forktool.precommit import (
+from evidence.precommit import (
     Outcome,
     changed_files,
     in_scope,
@@ -25,6 +23,8 @@ from forktool.precommit import (
     stage_hooks,
     substitute,
 )
+from forktool import git as fork
+from forktool.errors import ForkToolError
 
 RUFF = "https://github.com/astral-sh/ruff-pre-commit"
 TYPOS = "https://github.com/crate-ci/typos"

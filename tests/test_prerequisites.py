@@ -9,8 +9,14 @@ import shutil
 import pytest
 
 from forktool import prerequisites, uv
+from forktool.check_runs import all_checks
 from forktool.errors import ForkToolError
 from forktool.pins import Pins
+
+
+def gating_needs() -> list[prerequisites.Program]:
+    """What the registry's checks that gate `test` need, as `test` asks."""
+    return [p for c in all_checks() if c.gates_test for p in c.needs]
 
 
 def hide(monkeypatch, *names: str) -> None:
@@ -31,7 +37,9 @@ def test_test_names_every_missing_program_in_one_line(tmp_path, monkeypatch):
     hide(monkeypatch, "npm", "node", "pip", "ensurepip")
     pins = Pins.load()
     with pytest.raises(ForkToolError) as refused:
-        prerequisites.require("test", prerequisites.for_test(pins, tmp_path / "venv"))
+        prerequisites.require(
+            "test", prerequisites.for_test(pins, gating_needs(), tmp_path / "venv")
+        )
     said = str(refused.value)
     print(said)
     assert "\n" not in said and said.startswith("`test` needs what this machine")
@@ -45,7 +53,9 @@ def test_test_names_every_missing_program_in_one_line(tmp_path, monkeypatch):
         path.parent.mkdir(parents=True)
         path.write_text("")
     with pytest.raises(ForkToolError) as refused:
-        prerequisites.require("test", prerequisites.for_test(pins, tmp_path / "venv"))
+        prerequisites.require(
+            "test", prerequisites.for_test(pins, gating_needs(), tmp_path / "venv")
+        )
     assert "npm" in str(refused.value) and "pip" not in str(refused.value)
     assert "ensurepip" not in str(refused.value)
 

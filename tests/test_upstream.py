@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from forktool import matrix, upstream
+from evidence import matrix
+from forktool import upstream
 from forktool.selection import Selection
 from forktool.upstream import Progress, Runner, exception
 

@@ -1,19 +1,18 @@
-"""The commands, one module each; `parser` makes the command line from them."""
+"""The commands, one module each (and the plug-ins' commands); `parser` makes
+the command line from them."""
 
 from __future__ import annotations
 
 import argparse
 
+from forktool import checks
 from forktool.commands import (
     backups,
-    bench,
     cache,
     env,
     export,
     install,
     lock,
-    mutate,
-    pr,
     run,
     setup,
     sync,
@@ -21,7 +20,7 @@ from forktool.commands import (
 )
 from forktool.commands.command import Command
 
-COMMANDS: dict[str, Command] = {
+OWN: dict[str, Command] = {
     module.COMMAND.name: module.COMMAND
     for module in (
         sync,
@@ -34,11 +33,14 @@ COMMANDS: dict[str, Command] = {
         env,
         run,
         cache,
-        pr,
-        bench,
-        mutate,
     )
 }
+
+
+def commands() -> dict[str, Command]:
+    """The workflow's commands, then the plug-ins'."""
+    added = [command for plugin in checks.plugins() for command in plugin.COMMANDS]
+    return {**OWN, **{command.name: command for command in added}}
 
 
 def parser(description: str | None) -> argparse.ArgumentParser:
@@ -47,7 +49,7 @@ def parser(description: str | None) -> argparse.ArgumentParser:
         prog="python3 -m forktool", description=description
     )
     sub = parser.add_subparsers(dest="command_name", required=True)
-    for command in COMMANDS.values():
+    for command in commands().values():
         options = sub.add_parser(
             command.name, help=command.help, description=command.description
         )

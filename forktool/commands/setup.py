@@ -1,35 +1,25 @@
-"""`setup`: sync, install, show the fork, run the regression matrix."""
+"""`setup`: sync, install, show the fork, run the checks the registry gives
+it (the venv's self-check, and the plug-ins' such as the regression matrix)."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from forktool import checks, matrix, prerequisites
-from forktool.check_runs import run_checks
+from forktool import prerequisites
+from forktool.check_runs import all_checks, run_checks
+from forktool.checks import SETUP
 from forktool.commands.command import Command
-from forktool.layout import LAYOUT
 from forktool.pins import Pins
-from forktool.prepare import prepare, vllm_runner
-from forktool.results import Measured
-from forktool.selection import Selection
+from forktool.prepare import prepare
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
+    checks = [check for check in all_checks() if check.in_setup]
     prerequisites.require("setup", prerequisites.for_setup(pins))
     start = time.monotonic()
-    venv, checked = prepare(pins)
-    prepared = time.monotonic() - start
-
-    def regression_matrix() -> Measured:
-        selection = Selection.load(LAYOUT.selection)
-        return matrix.regression_matrix(
-            LAYOUT, vllm_runner(venv), selection, pins.author
-        )
-
-    run = [(checks.VENV_SELF_CHECK, lambda: checked)]
-    run.append((checks.REGRESSION_MATRIX, regression_matrix))
-    return run_checks(pins, run, checks.SETUP, prepared)
+    ctx = prepare(pins)
+    return run_checks(ctx, checks, SETUP, time.monotonic() - start)
 
 
 COMMAND = Command(

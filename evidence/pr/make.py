@@ -1,22 +1,4 @@
-"""python3 -m forktool pr: the upstream pull request kit, in build/pr/.
-
-    title.txt          the PR's title
-    description.md     vLLM's .github/PULL_REQUEST_TEMPLATE.md from the fork tree,
-                       filled with the prose of pr/description.toml and the
-                       numbers of build/results/ (written by `setup` and `test`)
-    series/            git format-patch --cover-letter base..HEAD; the cover
-                       letter's body is the description as plain text
-    apply-to-vllm.sh   run in a clone of vllm-project/vllm: `git am -3` of
-                       each patch on a new branch at any ref, saying how
-                       each applied or where it stopped
-    preimages.pack     the blobs the patches were made against, which
-                       `git am -3` merges from
-
-Numbers come only from results measured on the fork's current tree; a
-missing or stale result stops the command before it writes anything.
-Loading the inputs is here; `sections` and `description` render, `kit`
-writes, `lint` checks the description.
-"""
+"""`pr`: load the results and the prose, render the description, write the kit."""
 
 from __future__ import annotations
 
@@ -27,17 +9,24 @@ from email.utils import parseaddr
 from pathlib import Path
 from typing import Any
 
+from evidence.pr.description import TEMPLATE, Facts, render
+from evidence.pr.kit import resign, write_kit
+from evidence.pr.sections import NOT_MEASURED, Found
 from forktool import results
-from forktool.checks import REGISTRY, SETUP, TEST
+from forktool.check_runs import all_checks, problem
+from forktool.checks import SETUP, TEST, Check
 from forktool.errors import ForkToolError
 from forktool.git import git, series_subjects
-from forktool.pr.description import TEMPLATE, Facts, render
-from forktool.pr.kit import resign, write_kit
-from forktool.pr.sections import NOT_MEASURED, Found
 
-RENDERED = tuple(check for check in REGISTRY if check.in_pr)
-# The results the description needs, and the command that refreshes each.
-REQUIRED = {check.name: check.command for check in RENDERED if check.gates_test}
+
+def rendered() -> list[Check]:
+    """The checks whose results the description reads."""
+    return [check for check in all_checks() if check.in_pr]
+
+
+def required() -> dict[str, str]:
+    """The results the description needs, and the command that refreshes each."""
+    return {check.name: check.command for check in rendered() if check.gates_test}
 
 
 def load_results(store: Path, tree: str, allow_partial: bool) -> Found:
@@ -48,10 +37,11 @@ def load_results(store: Path, tree: str, allow_partial: bool) -> Found:
     """
     found: Found = {}
     problems = []
-    for check in RENDERED:
+    needed = required()
+    for check in rendered():
         result = results.read(store, check.name)
-        why = results.problem(result, check, tree)
-        if why and check.name in REQUIRED:
+        why = problem(result, check, tree)
+        if why and check.name in needed:
             problems.append(why)
         found[check] = None if why else result
     if problems and not allow_partial:

@@ -1,6 +1,6 @@
 """Which vLLM Buildkite steps the series triggers, and which of them run a test.
 
-    <venv>/bin/python -m forktool.ci_impact --fork build/vllm [--base base]
+    <venv>/bin/python -m evidence.ci_impact --fork build/vllm [--base base]
         [--head HEAD] [--test NODE]
 
 prints Markdown for the files `git diff --name-only base..head` changes, with
@@ -416,7 +416,7 @@ def run_checkers(fork: Path, python: str) -> Measured:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m forktool.ci_impact",
+        prog="python -m evidence.ci_impact",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

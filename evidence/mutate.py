@@ -37,16 +37,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
+from evidence.pytest_server import SWAP_FAILED
+from evidence.tree_process import TreeProcess
 from forktool import results
-from forktool.checks import MUTANTS
 from forktool.errors import ForkToolError
 from forktool.forktree import worktree
 from forktool.git import SERIES, git
 from forktool.layout import LAYOUT
-from forktool.pytest_server import SWAP_FAILED
 from forktool.results import Measured
 from forktool.selection import Selection
-from forktool.tree_process import TreeProcess
 from forktool.upstream import Result, Runner, parse_junit, test_env
 from forktool.venv import python, venv_id
 
@@ -56,6 +55,10 @@ READY_TIMEOUT_S = 600.0
 RUN_TIMEOUT_S = 900.0
 
 # --- mutants --------------------------------------------------------------------
+
+NAME = "mutants"
+"""The check's name in the registry, and so its results file."""
+COMMAND_LINE = "python3 -m forktool mutate"
 
 
 @dataclass(frozen=True)
@@ -323,7 +326,7 @@ def first_failure(result: Result, log: Path) -> str:
 
 
 class WarmPytest(TreeProcess):
-    """forktool/pytest_server.py in `tree`: the tree's vllm and the selection's
+    """evidence/pytest_server.py in `tree`: the tree's vllm and the selection's
     tests imported once; each run a fork of it with one function's code swapped."""
 
     def __init__(self, tree: Path, runner: Runner, selection: Selection) -> None:
@@ -450,7 +453,7 @@ def selection_key(selection: Selection, runner: Runner) -> str:
 def cached(store: Path, tree: str, key: str) -> dict[str, Outcome]:
     """The outcomes measured on this tree with this selection, by mutant id
     (a row without a kind, from an older forktool, runs again)."""
-    old = results.read(store, MUTANTS.name)
+    old = results.read(store, NAME)
     if old is None or old.tree != tree or old.data.get("key") != key:
         return {}
     return {
@@ -591,4 +594,4 @@ def mutation_testing(
             for m, o in found
         ],
     }
-    return Measured(ok, tally, {"table": f"$ {MUTANTS.command}\n{text}"}, data)
+    return Measured(ok, tally, {"table": f"$ {COMMAND_LINE}\n{text}"}, data)

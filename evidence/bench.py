@@ -17,17 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evidence.tree_process import TreeProcess
 from forktool import hfcache
+from forktool.check_runs import record
+from forktool.checks import Check
 from forktool.errors import ForkToolError
 from forktool.forktree import worktree
 from forktool.git import BASE_TAG
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
-from forktool.results import CheckResult, fork_tree, write
+from forktool.prepare import require_setup
+from forktool.results import Measured, fork_tree
 from forktool.safety import ensure_safe
-from forktool.tree_process import TreeProcess
 from forktool.upstream import test_env
-from forktool.venv import python, venv_id
+from forktool.venv import python
 
 BASE_TREE = LAYOUT.trees / "bench-base"
 WORKER = LAYOUT.checks / "bench_scheduler.py"
@@ -282,7 +285,7 @@ def run(
     sizes: tuple[int, ...],
     repeats: int,
     steps: int,
-    check: str,
+    check: Check,
     command: str,
 ) -> bool:
     """Measure every case; print the table and write build/results/<check>.json."""
@@ -293,14 +296,9 @@ def run(
         )
     if not all(1 <= n <= MAX_REQUESTS for n in sizes):
         raise ForkToolError(f"--sizes: each from 1 to {MAX_REQUESTS} requests")
-    if not (LAYOUT.fork / ".git").exists():
-        raise ForkToolError(
-            f"no fork at {LAYOUT.fork}; run `python3 -m forktool setup`"
-        )
+    require_setup("bench")
     ensure_safe(LAYOUT.fork, "bench")  # results name the fork's HEAD tree
     venv = LAYOUT.venv
-    if not venv_id(venv):
-        raise ForkToolError(f"no venv at {venv}; run `python3 -m forktool setup`")
     hfcache.lay_out(LAYOUT.fixtures, LAYOUT.hf_home)
     trees = {"base": worktree(LAYOUT.fork, BASE_TREE, BASE_TAG), "fork": LAYOUT.fork}
     trees["base-aa"] = trees["base"]
@@ -325,16 +323,13 @@ def run(
     verdicts = goals(rows)
     text = summary(verdicts)
     print(f"\n{table}\n\n{text}\n({seconds:.0f} s, {os.cpu_count()} CPUs)")
-    result = CheckResult(
-        check=check,
-        ok=overall(verdicts) == "PASS",
-        tree=fork_tree(LAYOUT.fork),
-        base_version=pins.version,
-        command=command,
-        seconds=round(seconds, 1),
-        counts={"cases": len(rows), "repeats": repeats, "steps": steps},
-        excerpts={"table": table, "goals": text},
-        data={"configs": CONFIGS, "rows": rows, "raw": raw, "cpus": os.cpu_count()},
+    found = Measured(
+        overall(verdicts) == "PASS",
+        {"cases": len(rows), "repeats": repeats, "steps": steps},
+        {"table": table, "goals": text},
+        {"configs": CONFIGS, "rows": rows, "raw": raw, "cpus": os.cpu_count()},
     )
-    print(f"wrote {write(LAYOUT.results, result)}")
-    return result.ok
+    tree = fork_tree(LAYOUT.fork)
+    record(check, found, seconds, pins.version, tree, command)
+    print(f"wrote {LAYOUT.results / check.name}.json")
+    return found.ok

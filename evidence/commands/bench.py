@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from forktool import bench, checks
+from evidence import bench, checks
 from forktool.commands.command import Command
 from forktool.pins import Pins
 
@@ -12,11 +12,11 @@ from forktool.pins import Pins
 def run(pins: Pins, args: argparse.Namespace) -> int:
     if args.quick:  # kept apart from the full run's results
         quick = checks.BENCH_QUICK
-        return 0 if bench.run(pins, (256,), 3, 10, quick.name, quick.command) else 1
+        return 0 if bench.run(pins, (256,), 3, 10, quick, quick.command) else 1
     sizes = tuple(args.sizes)
     command = f"{checks.BENCH.command} --sizes {' '.join(map(str, sizes))}"
     command += f" --repeats {args.repeats} --steps {args.steps}"
-    ok = bench.run(pins, sizes, args.repeats, args.steps, checks.BENCH.name, command)
+    ok = bench.run(pins, sizes, args.repeats, args.steps, checks.BENCH, command)
     return 0 if ok else 1
 
 

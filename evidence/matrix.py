@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from forktool.checks import GPU_ONLY
 from forktool.errors import ForkToolError
 from forktool.forktree import series_tests_on_base, worktree
 from forktool.git import BASE_TAG, series_commits, series_subjects
@@ -399,7 +398,7 @@ def suite_vs_base(layout: Layout, runner: Runner, selection: Selection) -> Measu
 
 def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> Measured:
     """The GPU-only tests are collected and skip with a reason on this machine."""
-    result = runner.run(fork, selection.gpu_only, GPU_ONLY.name)
+    result = runner.run(fork, selection.gpu_only, "gpu-only")
     print(f"GPU-only tests: {result.summary()}")
     for test, outcome in sorted(result.outcomes.items()):
         print(f"  {outcome:8} {test}: {result.reasons.get(test, '')}")

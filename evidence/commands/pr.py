@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 
+from evidence import precommit
+from evidence.pr.lint import markdownlint
+from evidence.pr.make import make_kit
 from forktool import prerequisites
 from forktool.commands.command import Command
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
-from forktool.pr import make_kit
-from forktool.pr.lint import markdownlint
 from forktool.selection import Selection
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
-    prerequisites.require("pr", prerequisites.for_pr())
+    prerequisites.require("pr", [prerequisites.GIT, *precommit.NEEDS])
     print(
         make_kit(
             LAYOUT.fork,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from forktool import checks
-from forktool.pr.sections import (
+from evidence import checks
+from evidence.pr.sections import (
     NOT_MEASURED,
     Found,
     collapsed,

@@ -11,7 +11,7 @@ import shlex
 from collections import Counter
 from typing import Any
 
-from forktool import bench, checks
+from evidence import bench
 from forktool.checks import Check
 from forktool.results import CheckResult
 
@@ -205,10 +205,13 @@ def outcome_text(outcomes: dict[str, str]) -> str:
 
 
 def other_rows(found: Found) -> list[str]:
-    """vLLM's own tools on the files and steps the series changes."""
-    rows = []
-    hooks = found[checks.PRE_COMMIT]
-    rows.append(
+    """The rows the registry's checks give themselves (`Check.pr_row`)."""
+    return [check.pr_row(got) for check, got in found.items() if check.pr_row]
+
+
+def precommit_row(hooks: CheckResult | None) -> str:
+    """vLLM's pre-commit on the files the series changes."""
+    return (
         "| vLLM pre-commit on the files the series changes | — | "
         + (
             ", ".join(
@@ -221,8 +224,11 @@ def other_rows(found: Found) -> list[str]:
         )
         + " |"
     )
-    checkers = found[checks.CI_CHECKERS]
-    rows.append(
+
+
+def checkers_row(checkers: CheckResult | None) -> str:
+    """vLLM's own CI checkers on the steps the series changes."""
+    return (
         "| vLLM's CI checkers (test tethering, step keys) | — | "
         + (
             f"{checkers.counts.get('passed', 0)} passed, "
@@ -232,7 +238,6 @@ def other_rows(found: Found) -> list[str]:
         )
         + " |"
     )
-    return rows
 
 
 def precommit_block(hooks: CheckResult | None) -> str:

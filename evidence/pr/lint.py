@@ -7,14 +7,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from forktool import precommit
+from evidence import precommit
 from forktool.errors import ForkToolError
 from forktool.git import git
 
 
 def markdownlint(fork: Path, description: str) -> None:
     """vLLM's markdownlint-cli2 hook, from the fork's pre-commit config, run
-    offline through pre-commit as forktool.precommit runs it, on the description.
+    offline through pre-commit as evidence.precommit runs it, on the description.
 
     The template opens with `<!-- markdownlint-disable -->`; the check lints
     the sections this command fills in, with only MD041 (the template's

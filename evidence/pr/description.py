@@ -6,10 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from forktool import checks
-from forktool.errors import ForkToolError
-from forktool.pr.fork_checks import fork_checks_section
-from forktool.pr.sections import (
+from evidence import checks
+from evidence.pr.fork_checks import fork_checks_section
+from evidence.pr.sections import (
     NOT_MEASURED,
     Found,
     bench_block,
@@ -24,6 +23,7 @@ from forktool.pr.sections import (
     spaced_tables,
     suite_rows,
 )
+from forktool.errors import ForkToolError
 
 TEMPLATE = ".github/PULL_REQUEST_TEMPLATE.md"
 # The most lines the description may show outside collapsed <details> blocks.
@@ -150,7 +150,7 @@ def fill(template: str, sections: dict[str, str], ticked: list[str]) -> str:
         if found is None:
             raise ForkToolError(
                 f"{TEMPLATE} has no `## {heading}` section with a placeholder "
-                "comment: the template changed; update forktool/pr/description.py"
+                "comment: the template changed; update evidence/pr/description.py"
             )
         filled = f"## {heading}\n\n{body}"
         out = out[: found.start()] + filled + out[found.end() :]
@@ -181,7 +181,7 @@ def render(
         raise ForkToolError(
             f"the description shows {shown} lines outside <details>, more than "
             f"{LINE_BUDGET}; shorten pr/description.toml or collapse more in "
-            "forktool/pr/. Nothing was written."
+            "evidence/pr/. Nothing was written."
         )
     return description
 

@@ -16,6 +16,7 @@ JSON, which YAML readers, pre-commit's included, accept as it is.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -31,6 +32,7 @@ from forktool.cache import cache_dir
 from forktool.errors import ForkToolError
 from forktool.forktree import worktree
 from forktool.git import SERIES, git, series_commits
+from forktool.prerequisites import Program, on_path
 from forktool.results import Measured
 
 CONFIG = ".pre-commit-config.yaml"
@@ -193,7 +195,7 @@ def rev_version(url: str, rev: str, raw: str) -> str:
         if tag is None:
             raise ForkToolError(
                 f"{CONFIG} pins {url} at commit {rev} without a `# vX.Y.Z` "
-                "comment; add the commit's tag to forktool.precommit.SHA_TAGS"
+                "comment; add the commit's tag to evidence.precommit.SHA_TAGS"
             )
         rev = tag
     return rev.removeprefix("v")
@@ -206,7 +208,7 @@ def local_hook(url: str, version: str, hook: Hook) -> Hook:
     if manifest is None:
         raise ForkToolError(
             f"{CONFIG} uses hook {hook['id']!r} of {url}, which "
-            "forktool.precommit.REMOTES does not define; add its entry from "
+            "evidence.precommit.REMOTES does not define; add its entry from "
             "that repository's .pre-commit-hooks.yaml"
         )
     # As pre-commit does: the config's keys override the repository's.
@@ -235,7 +237,7 @@ def substitute(config: dict[str, Any], raw: str = "") -> dict[str, Any]:
         if url not in REMOTES:
             raise ForkToolError(
                 f"{CONFIG} uses the remote hook repository {url}, which "
-                "forktool.precommit.REMOTES does not map to a registry package"
+                "evidence.precommit.REMOTES does not map to a registry package"
             )
         version = rev_version(url, str(repo["rev"]), raw)
         hooks = [local_hook(url, version, hook) for hook in repo["hooks"]]
@@ -340,6 +342,20 @@ def precommit_requirement(tree: Path) -> str:
 def precommit_venv() -> Path:
     """The venv in the cache that pre-commit runs from."""
     return cache_dir() / "pre-commit-venv"
+
+
+NEEDS = (
+    Program("Node.js (node)", on_path("node"), "the markdownlint-cli2 hook"),
+    Program("npm", on_path("npm"), "installing markdownlint-cli2 for pre-commit"),
+    Program(
+        f"the venv module with ensurepip for {sys.executable} (Debian: python3-venv)",
+        lambda: bool(importlib.util.find_spec("ensurepip"))
+        or (precommit_venv() / "bin" / "pre-commit").exists(),
+        "pre-commit's venv in the cache",
+    ),
+)
+"""What pre-commit and its markdownlint-cli2 hook need (`test`, `pr`); the
+venv module only while the cache lacks pre-commit's venv."""
 
 
 def ensure_precommit(requirement: str) -> Path:

@@ -8,9 +8,9 @@ import shlex
 import shutil
 from pathlib import Path
 
+from evidence.pr.description import plain_text
 from forktool.errors import ForkToolError
 from forktool.git import BASE_TAG, ISOLATED, SERIES, git, identity, series_commits
-from forktool.pr.description import plain_text
 
 
 def resign(fork: Path, signer: str, neutral: str, trailer: str) -> str:

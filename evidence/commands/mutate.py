@@ -5,16 +5,17 @@ from __future__ import annotations
 import argparse
 import time
 
-from forktool import checks, mutate, results
+from evidence import mutate
+from evidence.checks import MUTANTS
+from forktool import results
+from forktool.check_runs import record
 from forktool.commands.command import Command
-from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
-from forktool.prepare import vllm_runner
+from forktool.prepare import require_setup, vllm_runner
 from forktool.results import Measured
 from forktool.safety import ensure_safe
 from forktool.selection import Selection
-from forktool.venv import venv_id
 
 
 def measure() -> Measured:
@@ -29,28 +30,13 @@ def measure() -> Measured:
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
-    fork = LAYOUT.fork
-    if not (fork / ".git").exists():
-        raise ForkToolError(f"no fork at {fork}; run `python3 -m forktool setup`")
-    ensure_safe(fork, "mutate")  # the outcomes name the fork's HEAD tree
-    if not venv_id(LAYOUT.venv):
-        raise ForkToolError(
-            f"no complete venv at {LAYOUT.venv}; run `python3 -m forktool install`"
-        )
+    require_setup("mutate")
+    ensure_safe(LAYOUT.fork, "mutate")  # the outcomes name the fork's HEAD tree
     start = time.monotonic()
     found = measure()
-    result = results.CheckResult(
-        checks.MUTANTS.name,
-        found.ok,
-        results.fork_tree(fork),
-        pins.version,
-        checks.MUTANTS.command,
-        seconds=round(time.monotonic() - start, 1),
-        counts=found.counts,
-        excerpts=found.excerpts,
-        data=found.data,
-    )
-    print(f"wrote {results.write(LAYOUT.results, result)}")
+    tree = results.fork_tree(LAYOUT.fork)
+    record(MUTANTS, found, time.monotonic() - start, pins.version, tree)
+    print(f"wrote {LAYOUT.results / MUTANTS.name}.json")
     return 0 if found.ok else 1
 
 

@@ -1,4 +1,4 @@
-"""A warm pytest for forktool.mutate, run with the venv's python in a worktree
+"""A warm pytest for evidence.mutate, run with the venv's python in a worktree
 of the fork: `python pytest_server.py WARM_JSON TREE`.
 
 It imports the tree's vllm and the selected tests once (pytest
@@ -63,7 +63,7 @@ def swap(request: dict[str, Any]) -> None:
 
 SWAP_FAILED = 70
 """The child's exit status when the mutant's code could not be swapped in
-(forktool.mutate then runs that mutant in a fresh pytest)."""
+(evidence.mutate then runs that mutant in a fresh pytest)."""
 
 
 def child(request: dict[str, Any]) -> int:

@@ -1,0 +1,151 @@
+"""The PR evidence's entries in the registry of checks (forktool.checks):
+how `setup` and `test` measure each, and which rows the PR renders."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+from evidence import ci_impact, matrix, mutate, precommit
+from evidence.pr.sections import checkers_row, precommit_row
+from forktool.checks import SETUP, TEST, Check, Context
+from forktool.errors import ForkToolError
+from forktool.layout import LAYOUT
+from forktool.results import Measured
+from forktool.tool_checks import repo_pytest
+from forktool.upstream import test_env
+from forktool.venv import python
+
+BENCH_RUN = "python3 -m forktool bench"
+
+
+def mutants(ctx: Context) -> Measured:
+    """Mutation testing, whose baseline (the unmutated fork) is the regression
+    matrix's run at the head, from the cache; a selection failing on the
+    unmutated fork (which the matrix reports too) fails the check rather
+    than stopping `test`."""
+    try:
+        return mutate.mutation_testing(
+            LAYOUT.fork, LAYOUT.trees, ctx.tests, ctx.selection, LAYOUT.results
+        )
+    except ForkToolError as e:
+        print(f"mutation testing: FAILED: {e}")
+        return Measured(False, excerpts={"error": str(e)})
+
+
+def fuzz_catches_base(ctx: Context) -> Measured:
+    """The fuzz's invariants, with the pristine base as the candidate, must fail."""
+    cmd = [python(ctx.venv), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    cmd += ["fuzz", "-s"]
+    env = {**test_env(LAYOUT.hf_home), "FUZZ_AGAINST": "base"}
+    run = subprocess.run(cmd, cwd=LAYOUT.root, env=env, capture_output=True, text=True)
+    shrunk = [line for line in run.stdout.splitlines() if "_violated" in line]
+    print("\n".join(shrunk) or run.stdout[-3000:])
+    ok = run.returncode != 0 and any("agree" in line for line in shrunk)
+    shown = shlex.join(["FUZZ_AGAINST=base", "python", *cmd[1:]])
+    output = "\n".join(shrunk) or run.stdout[-3000:]
+    return Measured(ok, {"violations": len(shrunk)}, {"base": f"$ {shown}\n{output}"})
+
+
+def impact(ctx: Context) -> Measured:
+    """The report reads Buildkite YAML, so it runs in the venv (PyYAML)."""
+    cmd = [python(ctx.venv), "-m", "evidence.ci_impact", "--fork", str(LAYOUT.fork)]
+    run = subprocess.run(cmd, cwd=LAYOUT.root, capture_output=True, text=True)
+    print(run.stdout + run.stderr, end="")
+    shown = "python -m evidence.ci_impact --fork build/vllm"
+    return Measured(run.returncode == 0, data={"report": run.stdout, "command": shown})
+
+
+REGRESSION_MATRIX = Check(
+    "regression-matrix",
+    "regression matrix",
+    SETUP,
+    lambda ctx: matrix.regression_matrix(
+        LAYOUT, ctx.tests, ctx.selection, ctx.pins.author
+    ),
+    in_setup=True,
+    in_pr=True,
+)
+MUTANTS = Check(
+    mutate.NAME,
+    "mutation testing of the series' added lines",
+    mutate.COMMAND_LINE,
+    mutants,
+    in_pr=True,
+)
+GPU_ONLY = Check(
+    "gpu-only",
+    "GPU-only tests collected, skipped here",
+    TEST,
+    lambda ctx: matrix.gpu_only_skipped(LAYOUT.fork, ctx.tests, ctx.selection),
+    in_pr=True,
+)
+CI_CHECKERS = Check(
+    "ci-checkers",
+    "vLLM CI checkers",
+    TEST,
+    lambda ctx: ci_impact.run_checkers(LAYOUT.fork, python(ctx.venv)),
+    pr_row=checkers_row,
+)
+CI_IMPACT = Check("ci-impact", "CI impact report", TEST, impact, in_pr=True)
+PRE_COMMIT = Check(
+    "pre-commit",
+    "vLLM pre-commit",
+    TEST,
+    lambda ctx: precommit.run_precommit(LAYOUT.fork, LAYOUT.trees / "pre-commit"),
+    pr_row=precommit_row,
+    needs=precommit.NEEDS,
+)
+OVERRIDES = Check(
+    "overrides",
+    "out-of-tree override patterns",
+    TEST,
+    lambda ctx: matrix.override_patterns(LAYOUT, ctx.tests),
+    in_pr=True,
+)
+PLANNER_FUZZ = Check(
+    "planner-fuzz",
+    "planner fuzz",
+    TEST,
+    lambda ctx: repo_pytest(ctx.venv, "fuzz", "-s"),
+    in_pr=True,
+)
+FUZZ_CATCHES_BASE = Check(
+    "fuzz-catches-base",
+    "planner fuzz catches the base",
+    TEST,
+    fuzz_catches_base,
+    in_pr=True,
+)
+UPSTREAM_SELECTION = Check(
+    "upstream-selection",
+    "upstream selection, fork vs base",
+    TEST,
+    lambda ctx: matrix.suite_vs_base(LAYOUT, ctx.tests, ctx.selection),
+    in_pr=True,
+)
+BENCH = Check(
+    "bench", "scheduler cost per step", BENCH_RUN, gates_test=False, in_pr=True
+)
+BENCH_QUICK = Check(
+    "bench-quick",
+    "scheduler cost per step, one size",
+    f"{BENCH_RUN} --quick",
+    gates_test=False,
+)
+
+CHECKS = (
+    REGRESSION_MATRIX,
+    MUTANTS,
+    GPU_ONLY,
+    CI_CHECKERS,
+    CI_IMPACT,
+    PRE_COMMIT,
+    OVERRIDES,
+    PLANNER_FUZZ,
+    FUZZ_CATCHES_BASE,
+    UPSTREAM_SELECTION,
+    BENCH,
+    BENCH_QUICK,
+)
+"""In the order `test` runs them, after the workflow's own."""

@@ -1,0 +1,7 @@
+"""The PR evidence's commands, one module each."""
+
+from __future__ import annotations
+
+from evidence.commands import bench, mutate, pr
+
+COMMANDS = (pr.COMMAND, bench.COMMAND, mutate.COMMAND)

@@ -1,0 +1,108 @@
+"""The workflow's own checks: the venv's self-check, the tool's tests, ruff
+and mypy on the tool's code, and `export --check`."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+
+from forktool.checks import SETUP, TEST, Check, Context
+from forktool.errors import ForkToolError
+from forktool.export import export
+from forktool.layout import LAYOUT
+from forktool.results import Measured
+from forktool.upstream import parse_junit, test_env
+from forktool.venv import python
+
+# The tool's own code, which ruff and mypy check (pyproject.toml configures both).
+CODE = ("forktool", "evidence", "checks", "fuzz", "tests")
+
+
+def tee(cmd: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run `cmd` in this repository, printing its output as it comes; return
+    its exit status and output."""
+    proc = subprocess.Popen(
+        cmd, cwd=LAYOUT.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    assert proc.stdout is not None
+    lines = []
+    for raw in proc.stdout:
+        line = raw.decode(errors="replace")
+        print(line, end="", flush=True)
+        lines.append(line)
+    return proc.wait(), "".join(lines)
+
+
+def repo_pytest(venv: Path, *args: str) -> Measured:
+    """This repository's own tests, in the fork's venv (pytest, vLLM for fuzz)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp, "junit.xml")
+        cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+        code, output = tee([*cmd, f"--junitxml={junit}"], test_env(LAYOUT.hf_home))
+        counts = parse_junit(LAYOUT.root, junit).counts() if junit.exists() else {}
+    shown = shlex.join(["python", *cmd[1:]])
+    tail = "\n".join(output.strip().splitlines()[-15:])
+    return Measured(code == 0, dict(counts), {"output": f"$ {shown}\n{tail}"})
+
+
+def code_check(venv: Path, *commands: list[str]) -> Measured:
+    """Each command, a program of the venv run from this repository; passes
+    when every one exits 0. The excerpt is each command and its output's tail."""
+    codes, shown = [], []
+    for program, *args in commands:
+        binary = venv / "bin" / program
+        cmd = [str(binary), *args]
+        if binary.exists():
+            code, output = tee(cmd, dict(os.environ))
+        else:
+            code, output = 1, f"{binary} is missing: the venv lacks {program}"
+            print(output)
+        codes.append(code)
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        where = os.path.relpath(binary, LAYOUT.root)
+        shown.append(f"$ {shlex.join([where, *args])}\n{tail}")
+    return Measured(not any(codes), excerpts={"output": "\n".join(shown)})
+
+
+def export_check(ctx: Context) -> Measured:
+    """Run `export --check`; print and record what it says."""
+    try:
+        said, ok = export(LAYOUT.fork, LAYOUT.patches, check=True), True
+    except ForkToolError as e:
+        said, ok = str(e), False
+    print(said)
+    shown = "python3 -m forktool export --check"
+    return Measured(ok, excerpts={"output": f"$ {shown}\n{said}"})
+
+
+VENV_SELF_CHECK = Check(
+    "venv-self-check",
+    "venv self-check",
+    SETUP,
+    lambda ctx: ctx.self_check,
+    in_setup=True,
+    required=True,
+)
+TOOL_TESTS = Check(
+    "tool-tests", "tool tests", TEST, lambda ctx: repo_pytest(ctx.venv, "tests")
+)
+RUFF = Check(
+    "ruff",
+    "ruff on the tool's code",
+    TEST,
+    lambda ctx: code_check(
+        ctx.venv, ["ruff", "check", *CODE], ["ruff", "format", "--check", *CODE]
+    ),
+)
+# Its files and settings are pyproject.toml's [tool.mypy].
+MYPY = Check(
+    "mypy", "mypy on the tool's code", TEST, lambda ctx: code_check(ctx.venv, ["mypy"])
+)
+EXPORT_CHECK = Check(
+    "export-check", "patches/ as export writes them", TEST, export_check
+)
+
+CHECKS = (VENV_SELF_CHECK, TOOL_TESTS, RUFF, MYPY, EXPORT_CHECK)

@@ -1,0 +1,112 @@
+"""A check is one entry in the registry: a plug-in's entry with a measure
+and a PR row is run by `test`, recorded, and rendered by `pr`, with no other
+file changed; an entry that gates `test` without a measure is refused when
+its module is imported."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+
+import pytest
+from test_pr import make_kit, mini_fork, synthetic_results
+
+from forktool import checks, results
+from forktool.check_runs import all_checks, run_checks
+from forktool.commands import test as test_command
+from forktool.errors import ForkToolError
+from forktool.layout import Layout
+from forktool.pins import Pins
+
+PLUGIN = """
+from forktool.checks import TEST, Check
+from forktool.results import Measured
+
+
+def measure(ctx):
+    print("the sample check ran")
+    return Measured(True, {"found": 7})
+
+
+def row(result):
+    counts = result.counts if result else {}
+    return f"| A sample check | — | {counts.get('found', 'not measured')} found |"
+
+
+CHECKS = (Check("sample", "a sample check", TEST, measure, pr_row=row),)
+COMMANDS = ()
+"""
+
+
+def add_sample(tmp_path, monkeypatch) -> checks.Check:
+    """The registry with one more plug-in: a package holding only `plugin.py`."""
+    (tmp_path / "sample_plugin").mkdir()
+    (tmp_path / "sample_plugin" / "plugin.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    added = (*checks.plugins(), *checks.load_plugins(["sample_plugin"]))
+    monkeypatch.setattr(checks, "plugins", lambda: added)
+    monkeypatch.delitem(sys.modules, "sample_plugin.plugin")  # undone after
+    return next(c for c in all_checks() if c.name == "sample")
+
+
+@pytest.fixture
+def clone(tmp_path):
+    """A clone whose build/vllm is a small fork."""
+    mini_fork(Layout(tmp_path).fork)
+    return Layout(tmp_path)
+
+
+def test_a_check_added_as_one_entry_runs_in_test_and_renders_in_pr(
+    clone, tmp_path, monkeypatch, capsys
+):
+    fork, store = clone.fork, clone.results
+    synthetic_results(store, results.fork_tree(fork))  # all but the new check's
+    sample = add_sample(tmp_path, monkeypatch)
+    ran: list[checks.Check] = []
+    monkeypatch.setattr(test_command, "prepare", lambda pins: "ready")
+
+    def run_checks_of_test(ctx, run, *rest):
+        ran.extend(run)
+        return 0
+
+    monkeypatch.setattr(test_command, "run_checks", run_checks_of_test)
+    test_command.run(Pins.load(), argparse.Namespace())
+    assert ran[-1] == sample  # after the others, as its plug-in comes last
+
+    with pytest.raises(ForkToolError, match="sample: no result"):
+        make_kit(fork, store, clone.kit)  # it gates test: pr needs it
+    monkeypatch.setattr("forktool.check_runs.LAYOUT", clone)
+    ctx = checks.Context(Pins.load(), tmp_path, None, None, None)  # type: ignore[arg-type]
+    assert run_checks(ctx, [sample], checks.TEST, 0.0) == 0
+    assert "the sample check ran" in capsys.readouterr().out
+    recorded = results.read(store, "sample")
+    assert recorded is not None and recorded.counts == {"found": 7}
+    make_kit(fork, store, clone.kit)
+    shown = (clone.kit / "description.md").read_text()
+    assert "| A sample check | — | 7 found |" in shown
+
+
+def test_an_entry_gating_test_without_a_measure_fails_at_import(tmp_path):
+    (tmp_path / "broken.py").write_text(
+        textwrap.dedent(
+            """
+            from forktool.checks import TEST, Check
+            CHECKS = (Check("broken", "a broken check", TEST),)
+            """
+        )
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with pytest.raises(ForkToolError, match="'broken' gates `test` but says"):
+            __import__("broken")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("broken", None)
+
+
+def test_two_checks_of_one_name_are_refused():
+    twice = checks.Check("ruff", "again", checks.TEST, lambda ctx: None)  # type: ignore
+    plugin = argparse.Namespace(CHECKS=(twice,))
+    with pytest.raises(ForkToolError, match="two checks have the name ruff"):
+        checks.registry(all_checks(), (plugin,))  # type: ignore[arg-type]
