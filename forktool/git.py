@@ -21,7 +21,7 @@ from email.utils import parseaddr
 from pathlib import Path
 from typing import Any
 
-from forktool import clone_lock
+from forktool import clone_lock, process
 from forktool.errors import ForkToolError
 
 BASE_TAG = "base"
@@ -58,12 +58,12 @@ def git(
     if os.environ.get("FORKTOOL_TRACE_GIT"):
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
         print(f"+ {shown}{' ' if shown else ''}{shlex.join(cmd)}", file=sys.stderr)
-    result = subprocess.run(
+    result = process.run(
         cmd,
+        env=process.environ(**(env or {})),
+        check=False,
+        binary=binary,
         input=input,
-        capture_output=True,
-        text=not binary,
-        env={**os.environ, **(env or {})},
         pass_fds=clone_lock.inherited(),
     )
     if check and result.returncode != 0:

@@ -5,9 +5,9 @@ self-checked, vLLM started once, and the pytest runner over them."""
 from __future__ import annotations
 
 from pathlib import Path
-from subprocess import DEVNULL, PIPE, Popen
+from subprocess import DEVNULL, PIPE
 
-from forktool import fork, hfcache, lock
+from forktool import fork, hfcache, lock, process
 from forktool.checks import Context
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
@@ -61,8 +61,12 @@ def prepare(pins: Pins) -> Context:
     sync_fork(pins)
     venv = install(pins)
     vllm, env = str(venv / "bin" / "vllm"), test_env(LAYOUT.hf_home)
-    version = Popen([vllm, "--version"], env=env, stdout=PIPE, stderr=PIPE, text=True)
-    serve = Popen([vllm, "serve", "--help"], env=env, stdout=DEVNULL, stderr=DEVNULL)
+    version = process.start(
+        [vllm, "--version"], env=env, stdout=PIPE, stderr=PIPE, text=True
+    )
+    serve = process.start(
+        [vllm, "serve", "--help"], env=env, stdout=DEVNULL, stderr=DEVNULL
+    )
     checked = self_checked(venv)
     out, err = version.communicate()
     print(f"vllm --version (from {LAYOUT.fork}): {out.strip() or err}")

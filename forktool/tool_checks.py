@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import tempfile
 from pathlib import Path
 
+from forktool import process
 from forktool.checks import SETUP, TEST, Check, Context
 from forktool.errors import ForkToolError
 from forktool.export import export
@@ -21,27 +21,14 @@ from forktool.venv import python
 CODE = ("forktool", "evidence", "checks", "fuzz", "tests")
 
 
-def tee(cmd: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """Run `cmd` in this repository, printing its output as it comes; return
-    its exit status and output."""
-    proc = subprocess.Popen(
-        cmd, cwd=LAYOUT.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    assert proc.stdout is not None
-    lines = []
-    for raw in proc.stdout:
-        line = raw.decode(errors="replace")
-        print(line, end="", flush=True)
-        lines.append(line)
-    return proc.wait(), "".join(lines)
-
-
 def repo_pytest(venv: Path, *args: str) -> Measured:
     """This repository's own tests, in the fork's venv (pytest, vLLM for fuzz)."""
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp, "junit.xml")
         cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
-        code, output = tee([*cmd, f"--junitxml={junit}"], test_env(LAYOUT.hf_home))
+        code, output = process.tee(
+            [*cmd, f"--junitxml={junit}"], LAYOUT.root, test_env(LAYOUT.hf_home)
+        )
         counts = parse_junit(LAYOUT.root, junit).counts() if junit.exists() else {}
     shown = shlex.join(["python", *cmd[1:]])
     tail = "\n".join(output.strip().splitlines()[-15:])
@@ -56,7 +43,7 @@ def code_check(venv: Path, *commands: list[str]) -> Measured:
         binary = venv / "bin" / program
         cmd = [str(binary), *args]
         if binary.exists():
-            code, output = tee(cmd, dict(os.environ))
+            code, output = process.tee(cmd, LAYOUT.root)
         else:
             code, output = 1, f"{binary} is missing: the venv lacks {program}"
             print(output)

@@ -7,14 +7,13 @@ uv resolves from its own index settings (PyPI unless `UV_INDEX_URL`,
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import tomllib
 from pathlib import Path
 
+from forktool import process
 from forktool.errors import ForkToolError
 
 
@@ -32,7 +31,9 @@ def binary(requirement: str, tools: Path) -> Path:
     shutil.rmtree(tool, ignore_errors=True)
     print(f"installing {requirement} into {tool}", flush=True)
     pip = [sys.executable, "-m", "pip", "install", "-q", "--prefix", str(tool)]
-    if subprocess.run([*pip, requirement]).returncode != 0 or not uv.exists():
+    if process.run([*pip, requirement], check=False, capture=False).returncode or (
+        not uv.exists()
+    ):
         shutil.rmtree(tool, ignore_errors=True)
         raise ForkToolError(f"pip could not install {requirement} (pins.toml [venv])")
     return uv
@@ -40,13 +41,9 @@ def binary(requirement: str, tools: Path) -> Path:
 
 def run(uv: Path, *args: str) -> None:
     """`uv args...`, never downloading a Python of its own."""
-    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
     print("+", " ".join(["uv", *args]), flush=True)
-    code = subprocess.run([str(uv), *args], env=env).returncode
-    if code != 0:
-        raise ForkToolError(
-            f"`uv {' '.join(args[:2])}` failed (exit {code}), see above"
-        )
+    env = process.environ(UV_PYTHON_DOWNLOADS="never")
+    process.run([uv, *args], env=env, capture=False)
 
 
 def downloads(

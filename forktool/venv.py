@@ -15,13 +15,12 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from forktool import lock, uv
+from forktool import lock, process, uv
 from forktool.cache import cache_dir
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
@@ -85,11 +84,8 @@ def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
 
 def installed_from(venv: Path) -> Path | None:
     """The tree vllm is imported from in `venv`, or None if it isn't importable."""
-    result = subprocess.run(
-        [python(venv), "-c", "import vllm; print(vllm.__file__)"],
-        capture_output=True,
-        text=True,
-        cwd="/",
+    result = process.run(
+        [python(venv), "-c", "import vllm; print(vllm.__file__)"], cwd="/", check=False
     )
     if result.returncode != 0:
         return None
@@ -113,8 +109,7 @@ def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
     cmd = [python(venv), "-m", "pip", "install", "--progress-bar", "off"]
     cmd += ["--no-build-isolation", "--no-deps", "-e", str(fork)]
     print("+", shlex.join(cmd), flush=True)
-    if subprocess.run(cmd, env={**os.environ, **env}).returncode != 0:
-        raise ForkToolError(f"installing {fork} into {venv} failed, see above")
+    process.run(cmd, env=process.environ(**env), capture=False)
     if installed_from(venv) != fork.resolve():
         raise ForkToolError(f"vllm in {venv} does not import from {fork}")
 
@@ -150,7 +145,9 @@ def run_in(variables: dict[str, str], command: list[str], cwd: str = ".") -> int
     executable = shutil.which(command[0], path=path)
     if executable is None:
         raise ForkToolError(f"{command[0]}: not found in {bin_dir} or on PATH")
-    return subprocess.run([executable, *command[1:]], env=env, cwd=cwd).returncode
+    return process.run(
+        [executable, *command[1:]], env=env, cwd=cwd, check=False, capture=False
+    ).returncode
 
 
 def _clones() -> Path:

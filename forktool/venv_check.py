@@ -8,11 +8,10 @@ distributions, instead of as a collection error deep in a test run.
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 from pathlib import Path
 
-from forktool import lock
+from forktool import lock, process
 from forktool.errors import ForkToolError
 from forktool.results import Measured
 
@@ -38,10 +37,10 @@ def probe(python: str, modules: tuple[str, ...], env: dict[str, str]) -> dict:
         out = Path(tmp, "probe.json")
         cmd = [python, str(PROBE), str(out), *modules]
         try:
-            run = subprocess.run(cmd, cwd="/", env=env, capture_output=True, text=True)
-        except OSError as e:
+            run = process.run(cmd, cwd="/", env=env, check=False)
+        except ForkToolError as e:
             raise ForkToolError(
-                f"the venv's python {python} does not run ({e.strerror}): {remake}"
+                f"the venv's python does not run ({e}): {remake}"
             ) from e
         if not out.exists():
             raise ForkToolError(
