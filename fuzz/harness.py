@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evidence.tree_process import TreeProcess
 from forktool.forktree import worktree
 from forktool.git import BASE_TAG, git
 from forktool.layout import LAYOUT
-from forktool.tree_process import TreeProcess
 
 WORKER = Path(__file__).resolve().with_name("planner_worker.py")
 
