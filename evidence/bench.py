@@ -27,9 +27,9 @@ from forktool.git import BASE_TAG
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.prepare import require_setup
+from forktool.pytest_runner import test_env
 from forktool.results import Measured, fork_tree
 from forktool.safety import ensure_safe
-from forktool.upstream import test_env
 from forktool.venv import python
 
 BASE_TREE = LAYOUT.trees / "bench-base"

@@ -11,9 +11,9 @@ from evidence.pr.sections import checkers_row, precommit_row
 from forktool.checks import SETUP, TEST, Check, Context
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
+from forktool.pytest_runner import test_env
 from forktool.results import Measured
 from forktool.tool_checks import repo_pytest
-from forktool.upstream import test_env
 from forktool.venv import python
 
 BENCH_RUN = "python3 -m forktool bench"

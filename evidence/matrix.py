@@ -23,9 +23,9 @@ from forktool.errors import ForkToolError
 from forktool.forktree import series_tests_on_base, worktree
 from forktool.git import BASE_TAG, series_commits, series_subjects
 from forktool.layout import Layout
+from forktool.pytest_runner import Result, Runner, excerpt
 from forktool.results import Measured
 from forktool.selection import Selection
-from forktool.upstream import Result, Runner, excerpt
 
 MARK = {"passed": "ok", "failed": "FAIL", "error": "ERR", "skipped": "skip"}
 

@@ -44,9 +44,9 @@ from forktool.errors import ForkToolError
 from forktool.forktree import worktree
 from forktool.git import SERIES, git
 from forktool.layout import LAYOUT
+from forktool.pytest_runner import Result, Runner, parse_junit, test_env
 from forktool.results import Measured
 from forktool.selection import Selection
-from forktool.upstream import Result, Runner, parse_junit, test_env
 from forktool.venv import python, venv_id
 
 WORKERS = 2

@@ -27,8 +27,8 @@ from forktool.results import CheckResult, Measured
 if TYPE_CHECKING:
     from forktool.pins import Pins
     from forktool.prerequisites import Program
+    from forktool.pytest_runner import Runner
     from forktool.selection import Selection
-    from forktool.upstream import Runner
 
 SETUP = "python3 -m forktool setup"
 TEST = "python3 -m forktool test"

@@ -12,9 +12,9 @@ from forktool.checks import Context
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins, fetch
+from forktool.pytest_runner import Runner, test_env
 from forktool.results import Measured
 from forktool.selection import Selection
-from forktool.upstream import Runner, test_env
 from forktool.venv import ensure_venv, install_fork, python, register_clone, venv_id
 from forktool.venv_check import self_check
 

@@ -13,8 +13,8 @@ from forktool.checks import SETUP, TEST, Check, Context
 from forktool.errors import ForkToolError
 from forktool.export import export
 from forktool.layout import LAYOUT
+from forktool.pytest_runner import parse_junit, test_env
 from forktool.results import Measured
-from forktool.upstream import parse_junit, test_env
 from forktool.venv import python
 
 # The tool's own code, which ruff and mypy check (pyproject.toml configures both).

@@ -117,7 +117,7 @@ def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
 def user_env(venv: Path, hf_home: Path, gpu: bool | None = None) -> dict[str, str]:
     """The variables `env` prints and `run` sets (PATH also gains venv/bin).
 
-    Unlike `upstream.test_env`, which pins tests to the CPU, this leaves a
+    Unlike `pytest_runner.test_env`, which pins tests to the CPU, this leaves a
     GPU visible where there is one.
     """
     if gpu is None:

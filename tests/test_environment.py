@@ -12,7 +12,7 @@ from forktool import venv
 from forktool.__main__ import main
 from forktool.commands import commands
 from forktool.layout import Layout
-from forktool.upstream import Result
+from forktool.pytest_runner import Result
 
 
 def test_issue_5_env_prints_the_exact_export_lines(tmp_path):

@@ -14,7 +14,7 @@ from evidence.matrix import (
     table,
 )
 from forktool.errors import ForkToolError
-from forktool.upstream import Result
+from forktool.pytest_runner import Result
 
 
 def result(**outcomes: str) -> Result:

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from evidence import mutate, pytest_server
-from forktool import results, upstream
+from forktool import pytest_runner, results
 from forktool.git import git, identity
 from forktool.layout import LAYOUT, Layout
+from forktool.pytest_runner import Runner
 from forktool.results import CheckResult
 from forktool.selection import Selection
-from forktool.upstream import Runner
 
 DIFF = """\
 diff --git a/vllm/a.py b/vllm/a.py
@@ -349,7 +349,7 @@ def test_a_line_only_checks_guard_fails_unless_it_is_gpu_only(
     repo = tmp_path / "repo"  # this repository, with its checks/
     (repo / "checks").mkdir(parents=True)
     (repo / "checks" / "test_cap.py").write_text(CHECK_CLAMP)
-    for module in (mutate, upstream):
+    for module in (mutate, pytest_runner):
         monkeypatch.setattr(module, "LAYOUT", Layout(repo))
     fork, runner, selection = setting
     setting = (fork, runner, replace(selection, checks=("checks",)))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from evidence import matrix
 from forktool import upstream
+from forktool.pytest_runner import Progress, Runner, exception
 from forktool.selection import Selection
-from forktool.upstream import Progress, Runner, exception
 
 # Real `pytest -v -rfE` output (pytest 9.1) of a file with a pass, a failure,
 # a skip, a test that errors in teardown after passing, ids with a space and
