@@ -12,10 +12,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from forktool.fork import committed_fingerprints
 from forktool.forktree import FORMAT_PATCH
 from forktool.git import ISOLATED, git
 from forktool.series import describe
+from forktool.sync import committed_fingerprints
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ from pathlib import Path
 from forktool import journal
 from forktool.advice import autosquash, linearise, refusal, reword, warnings
 from forktool.errors import ConflictError, ForkToolError
-from forktool.fork import known_record
 from forktool.forktree import format_patches
 from forktool.git import git
 from forktool.safety import ensure_safe
 from forktool.series import HEADER, PatchInfo, describe, read_series
 from forktool.standing import Entry, Standing, State, compare
+from forktool.sync import known_record
 from forktool.verify import Commit, misread, prove, series_messages, unexportable
 
 TO_SQUASH = re.compile(r"^(?:fixup|squash|amend)! ")

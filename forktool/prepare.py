@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from subprocess import DEVNULL, PIPE
 
-from forktool import fork, hfcache, lock, process
+from forktool import hfcache, lock, process
+from forktool import sync as fork
 from forktool.checks import Context
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT

@@ -20,7 +20,8 @@ from pathlib import Path
 if __name__ == "__main__":  # run by path: import forktool from the clone
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from forktool import fork, journal  # noqa: E402
+from forktool import journal  # noqa: E402
+from forktool import sync as fork  # noqa: E402
 from forktool.cache import cache_dir  # noqa: E402
 from forktool.errors import ForkToolError  # noqa: E402
 from forktool.export import export  # noqa: E402

@@ -14,7 +14,8 @@ from test_fork import (
     teammate_changes_second,
 )
 
-from forktool import backups, cache, fork, venv
+from forktool import backups, cache, venv
+from forktool import sync as fork
 from forktool.__main__ import main
 from forktool.cache import cache_dir
 from forktool.layout import LAYOUT, Layout

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from forktool import fork
+import forktool.sync
 from forktool.errors import ForkToolError
 from forktool.export import export
+from forktool.git import git
 from forktool.pins import Artifact, Pins, fetch
 from forktool.series import read_series
 
@@ -56,7 +57,7 @@ def workspace(tmp_path, monkeypatch):
     patches = repo / "patches"
     patches.mkdir(parents=True)
     (patches / "series").write_text("# empty\n")
-    fork.git(repo, "init", "-q")
+    git(repo, "init", "-q")
     commit_series(patches)
     return pins, patches, repo / "build" / "mini"
 
@@ -72,7 +73,7 @@ BASE_FILES = {
 
 def sync(workspace, force=False, tree=None, message=MESSAGE, sdist=None) -> str:
     pins, patches, own = workspace
-    return fork.sync(
+    return forktool.sync.sync(
         tree or own,
         patches,
         AUTHOR,
@@ -86,24 +87,24 @@ def sync(workspace, force=False, tree=None, message=MESSAGE, sdist=None) -> str:
 def commit(tree: Path, path: str, text: str, subject: str) -> None:
     (tree / path).parent.mkdir(parents=True, exist_ok=True)
     (tree / path).write_text(text)
-    fork.git(tree, "add", path)
-    fork.git(tree, "commit", "-qm", f"{subject}\n\nSigned-off-by: {PERSON}")
+    git(tree, "add", path)
+    git(tree, "commit", "-qm", f"{subject}\n\nSigned-off-by: {PERSON}")
 
 
 def commit_series(patches: Path) -> None:
     """`git add patches && git commit` in this repository."""
-    fork.git(patches, "add", "-A", ".")
-    fork.git(patches, "commit", "-q", "--allow-empty", "-m", "Series")
+    git(patches, "add", "-A", ".")
+    git(patches, "commit", "-q", "--allow-empty", "-m", "Series")
 
 
 def head(tree: Path) -> str:
-    return fork.git(tree, "rev-parse", "HEAD").stdout.strip()
+    return git(tree, "rev-parse", "HEAD").stdout.strip()
 
 
 def subjects(tree: Path) -> list[str]:
-    return fork.git(tree, "log", "--reverse", "--format=%s", "base..").stdout.split(
-        "\n"
-    )[:-1]
+    return git(tree, "log", "--reverse", "--format=%s", "base..").stdout.split("\n")[
+        :-1
+    ]
 
 
 def snapshot(patches: Path) -> dict[str, bytes]:
@@ -122,16 +123,16 @@ def test_sha256_mismatch_is_refused_and_nothing_is_extracted(workspace):
 def test_sync_materialises_base_and_is_idempotent(workspace):
     _, _, tree = workspace
     assert "materialised" in sync(workspace)
-    assert fork.git(tree, "rev-list", "--count", "HEAD").stdout.strip() == "1"
-    assert fork.git(tree, "describe", "--tags").stdout.strip() == "base"
-    tracked = fork.git(tree, "ls-files").stdout.split()
+    assert git(tree, "rev-list", "--count", "HEAD").stdout.strip() == "1"
+    assert git(tree, "describe", "--tags").stdout.strip() == "base"
+    tracked = git(tree, "ls-files").stdout.split()
     assert "mini/rocm_hip.py" in tracked and "PKG-INFO" not in tracked
-    assert fork.git(tree, "status", "--porcelain").stdout == ""
+    assert git(tree, "status", "--porcelain").stdout == ""
     # Ownership normalised: git accepts the tree without safe.directory.
     assert (tree / "mini" / "__init__.py").stat().st_uid != 1000
-    head = fork.git(tree, "rev-parse", "HEAD").stdout
+    head = git(tree, "rev-parse", "HEAD").stdout
     assert "up to date" in sync(workspace)
-    assert fork.git(tree, "rev-parse", "HEAD").stdout == head
+    assert git(tree, "rev-parse", "HEAD").stdout == head
 
 
 def test_round_trip_is_byte_identical(workspace):
@@ -151,7 +152,7 @@ def test_round_trip_is_byte_identical(workspace):
     assert "0 written, 0 removed" in export(tree, patches)
     assert snapshot(patches) == exported
     assert "up to date" in sync(workspace)
-    subject = fork.git(tree, "log", "-1", "--format=%s", "HEAD~1").stdout.strip()
+    subject = git(tree, "log", "-1", "--format=%s", "HEAD~1").stdout.strip()
     assert subject == "[Core] Bump VALUE"
 
 
@@ -162,7 +163,7 @@ def test_sync_refuses_uncommitted_changes(workspace):
     with pytest.raises(ForkToolError, match="uncommitted changes"):
         sync(workspace)
     assert (tree / "mini" / "util.py").read_text() == "changed\n"
-    fork.git(tree, "checkout", "--", "mini/util.py")
+    git(tree, "checkout", "--", "mini/util.py")
     (tree / "new_file.py").write_text("new\n")
     with pytest.raises(ForkToolError, match="uncommitted changes"):
         sync(workspace)
@@ -173,14 +174,14 @@ def test_sync_refuses_unexported_commits_and_force_keeps_them(workspace):
     _, patches, tree = workspace
     sync(workspace)
     commit(tree, "mini/__init__.py", "VALUE = 3\n", "Local work")
-    head = fork.git(tree, "rev-parse", "HEAD").stdout.strip()
+    head = git(tree, "rev-parse", "HEAD").stdout.strip()
     with pytest.raises(ForkToolError, match="forktool export") as refused:
         sync(workspace)
     assert refused.value.status == 1  # a refusal, not a conflict to resolve
-    assert fork.git(tree, "rev-parse", "HEAD").stdout.strip() == head
+    assert git(tree, "rev-parse", "HEAD").stdout.strip() == head
     message = sync(workspace, force=True)
     backup = message.rsplit("branch ", 1)[1]
-    assert fork.git(tree, "rev-parse", backup).stdout.strip() == head
+    assert git(tree, "rev-parse", backup).stdout.strip() == head
     assert (tree / "mini" / "__init__.py").read_text() == "VALUE = 1\n"
 
 
@@ -211,7 +212,7 @@ def teammate(workspace) -> Path:
 
 def edit_series(tree: Path, script: str) -> None:
     """`git rebase -i base` with `script` (sed) as the editor of the todo list."""
-    fork.git(tree, "rebase", "-q", "-i", "base", env={"GIT_SEQUENCE_EDITOR": script})
+    git(tree, "rebase", "-q", "-i", "base", env={"GIT_SEQUENCE_EDITOR": script})
 
 
 def test_sync_applies_patches_a_teammate_appended(workspace):
@@ -245,7 +246,7 @@ def test_issue_1_rebase_in_progress_is_refused_and_nothing_is_lost(workspace):
         assert f"git -C {tree} rebase --abort" in message
     assert snapshot(patches) == exported
     assert (tree / ".git" / "rebase-merge").exists()
-    fork.git(tree, "rebase", "--continue")
+    git(tree, "rebase", "--continue")
     assert "0 written, 0 removed" in export(tree, patches)
     assert snapshot(patches) == exported
 
@@ -255,18 +256,18 @@ def test_other_git_operations_in_progress_are_refused(workspace, operation):
     _, patches, tree = workspace
     series_of(workspace, *THREE[:2])
     exported = snapshot(patches)
-    fork.git(tree, "checkout", "-q", "-b", "side", "base")
+    git(tree, "checkout", "-q", "-b", "side", "base")
     commit(tree, "mini/util.py", "def double(x):\n    return x + x\n", "[Core] Side")
-    fork.git(tree, "checkout", "-q", "main")
+    git(tree, "checkout", "-q", "main")
     if operation == "am":
-        side = fork.git(tree, "format-patch", "-1", "side", "-o", "../am").stdout
+        side = git(tree, "format-patch", "-1", "side", "-o", "../am").stdout
         args = ["am", side.strip()]
     elif operation == "revert":
         commit(tree, "mini/util.py", "def double(x):\n    return 3 * x\n", "[A] B")
         args = ["revert", "--no-edit", "HEAD~1"]
     else:
         args = [operation, "side"]
-    assert fork.git(tree, *args, check=False).returncode != 0
+    assert git(tree, *args, check=False).returncode != 0
     with pytest.raises(ForkToolError, match=f"in the middle of a.*{operation}"):
         export(tree, patches)
     with pytest.raises(ForkToolError, match="--abort|merge --abort"):
@@ -281,7 +282,7 @@ def test_export_refuses_to_delete_a_patch_file_that_is_not_committed(workspace):
         commit(tree, *change)
     export(tree, patches)  # not committed in this repository yet
     exported = snapshot(patches)
-    fork.git(tree, "reset", "-q", "--hard", "HEAD~1")  # drop the third patch
+    git(tree, "reset", "-q", "--hard", "HEAD~1")  # drop the third patch
     with pytest.raises(ForkToolError) as excinfo:
         export(tree, patches)
     assert "0003-Core-Third.patch (export would delete it)" in str(excinfo.value)
@@ -296,7 +297,7 @@ def test_export_outside_a_git_checkout_keeps_every_file(workspace):
     _, patches, tree = workspace
     series_of(workspace, *THREE)
     shutil.rmtree(patches.parent / ".git")
-    fork.git(tree, "reset", "-q", "--hard", "HEAD~1")
+    git(tree, "reset", "-q", "--hard", "HEAD~1")
     with pytest.raises(ForkToolError, match="not in a git checkout"):
         export(tree, patches)
     assert (patches / "0003-Core-Third.patch").exists()
@@ -347,15 +348,15 @@ def test_fork_from_before_records_tells_a_dropped_patch_from_local_work(workspac
 
 
 def head_of(tree: Path, ref: str) -> str:
-    return fork.git(tree, "rev-parse", ref).stdout.strip()
+    return git(tree, "rev-parse", ref).stdout.strip()
 
 
 def change_second(tree: Path, body: str) -> None:
     """Amend the second of THREE's patches in place (rebase -i, `edit`)."""
     edit_series(tree, "sed -i 2s/^pick/edit/")
     (tree / "mini/util.py").write_text(body)
-    fork.git(tree, "commit", "-q", "--amend", "--no-edit", "-a")
-    fork.git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    git(tree, "commit", "-q", "--amend", "--no-edit", "-a")
+    git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
 
 
 def teammate_changes_second(workspace) -> dict[str, bytes]:
@@ -428,7 +429,7 @@ def test_local_work_and_a_teammate_change_both_survive_the_advice(workspace):
     # Follow the advice line by line.
     sync(workspace, force=True)
     pick = next(line for line in message.splitlines() if "cherry-pick" in line)
-    fork.git(mine, *pick.split("#")[0].split()[3:])
+    git(mine, *pick.split("#")[0].split()[3:])
     assert "1 written, 0 removed" in export(mine, patches)
     assert subjects(mine) == [c[2] for c in THREE]
     assert "theirs" in (patches / "0002-Core-Second.patch").read_text()
@@ -469,8 +470,8 @@ def test_issue_7_patch_that_does_not_apply_gets_one_message(workspace):
     log = tree.parent / "logs" / "sync-git-am.log"
     assert f"git's output: {log}" in message and "Patch failed at" in log.read_text()
     assert not (tree / ".git" / "rebase-apply").exists()
-    assert fork.git(tree, "status", "--porcelain").stdout == ""
-    assert fork.git(tree, "log", "-1", "--format=%s").stdout.strip() == "Good"
+    assert git(tree, "status", "--porcelain").stdout == ""
+    assert git(tree, "log", "-1", "--format=%s").stdout.strip() == "Good"
     # Nothing is lost by the half-built fork: export refuses to drop the patch.
     with pytest.raises(ForkToolError, match="0002-Bad.patch: not applied yet"):
         export(tree, patches)
@@ -493,8 +494,8 @@ def test_issue_3_new_pinned_base_with_a_conflicting_patch(workspace):
         "patch 2 of 3 in the series does not apply: 0002-Core-Second.patch" in message
     )
     assert "conflicting: mini/util.py" in message
-    assert fork.git(tree, "status", "--porcelain").stdout == ""
-    assert fork.git(tree, "log", "-1", "--format=%s", "base").stdout == "mini 0.2\n"
+    assert git(tree, "status", "--porcelain").stdout == ""
+    assert git(tree, "log", "-1", "--format=%s", "base").stdout == "mini 0.2\n"
     assert subjects(tree) == ["[Core] First"]
     named = re.search(r"branch (backup/\S+)\.", message)
     assert named, message
@@ -502,10 +503,10 @@ def test_issue_3_new_pinned_base_with_a_conflicting_patch(workspace):
     assert head_of(tree, backup) == old_head
     # Follow the advice: port the patch, sync applies the rest, export.
     command = next(line for line in message.splitlines() if " am -3 " in line)
-    assert fork.git(tree, *command.split()[3:], check=False).returncode != 0
+    assert git(tree, *command.split()[3:], check=False).returncode != 0
     (tree / "mini/util.py").write_text("def double(x):\n    return x * 2  # new\n")
-    fork.git(tree, "add", "mini/util.py")
-    fork.git(tree, "am", "--continue", env={"GIT_EDITOR": "true"})
+    git(tree, "add", "mini/util.py")
+    git(tree, "am", "--continue", env={"GIT_EDITOR": "true"})
     message = sync(workspace, message="mini 0.2\n", sdist=sdist)
     assert "applied 1 patches" in message and "forktool export" in message
     assert subjects(tree) == [c[2] for c in THREE]
@@ -526,19 +527,19 @@ def test_issue_3_local_work_is_saved_before_the_base_moves(workspace):
 def test_issue_4_commits_carry_their_authors_identity(workspace):
     _, patches, tree = workspace
     series_of(workspace, THREE[0])
-    config = fork.git(tree, "config", "--local", "--list").stdout
+    config = git(tree, "config", "--local", "--list").stdout
     assert "user.name" not in config and "user.email" not in config
-    log = fork.git(tree, "log", "--format=%an <%ae>|%cn <%ce>").stdout.splitlines()
+    log = git(tree, "log", "--format=%an <%ae>|%cn <%ce>").stdout.splitlines()
     assert log == [f"{PERSON}|{PERSON}", f"{AUTHOR}|{AUTHOR}"]
     # A fork made by an earlier version of the tool loses the tool's identity.
-    fork.git(tree, "config", "user.name", "Test Project")
-    fork.git(tree, "config", "user.email", "test-project@noreply.invalid")
+    git(tree, "config", "user.name", "Test Project")
+    git(tree, "config", "user.email", "test-project@noreply.invalid")
     sync(workspace)
-    assert "user." not in fork.git(tree, "config", "--local", "--list").stdout
+    assert "user." not in git(tree, "config", "--local", "--list").stdout
     # Rebuilt by the tool: the author stays the person, the tool commits it.
     shutil.rmtree(tree)
     sync(workspace)
-    log = fork.git(tree, "log", "-1", "--format=%an <%ae>|%cn <%ce>").stdout
+    log = git(tree, "log", "-1", "--format=%an <%ae>|%cn <%ce>").stdout
     assert log.strip() == f"{PERSON}|{AUTHOR}"
 
 
@@ -546,8 +547,8 @@ def test_issue_7_export_warns_about_unsigned_commits_and_subjects(workspace):
     _, patches, tree = workspace
     sync(workspace)
     (tree / "README").write_text("readme\n")
-    fork.git(tree, "add", "README")
-    fork.git(tree, "commit", "-qm", "fix readme")
+    git(tree, "add", "README")
+    git(tree, "commit", "-qm", "fix readme")
     commit(tree, *THREE[0])
     message = export(tree, patches)
     print(message)

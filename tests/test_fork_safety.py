@@ -28,10 +28,12 @@ from test_fork import (
     teammate,
 )
 
-from forktool import backups, fork, journal, pins
+import forktool.sync
+from forktool import backups, journal, pins
 from forktool.check_runs import all_checks
 from forktool.errors import ConflictError, ForkToolError
 from forktool.export import export
+from forktool.git import git
 from forktool.layout import REPO
 from forktool.pins import Artifact, Pins, fetch, sha256_of
 from forktool.tool_checks import EXPORT_CHECK
@@ -57,7 +59,7 @@ def follow(workspace, message: str) -> None:
 
 def trailers(tree: Path) -> dict[str, list[str]]:
     """Subject -> its Signed-off-by lines, for each patch of the fork."""
-    log = fork.git(tree, "log", "--format=%s%x00%B%x1e", "base..").stdout
+    log = git(tree, "log", "--format=%s%x00%B%x1e", "base..").stdout
     found = {}
     for record in filter(str.strip, log.split("\x1e")):
         subject, body = record.strip("\n").split("\0")
@@ -92,7 +94,7 @@ def test_a_patch_whose_hunk_header_counts_too_few_lines_is_refused(workspace):
     assert "patch 2 of 2 in the series applied other content than it names" in message
     assert "0002-Core-Triple.patch" in message and "mini/util.py: became" in message
     assert subjects(tree) == ["[Core] First"]
-    assert fork.git(tree, "status", "--porcelain").stdout == ""
+    assert git(tree, "status", "--porcelain").stdout == ""
 
 
 def test_a_commit_message_that_git_am_reads_as_a_diff_is_not_exported(workspace):
@@ -105,8 +107,8 @@ def test_a_commit_message_that_git_am_reads_as_a_diff_is_not_exported(workspace)
         "-def double(x):\n+def triple(x):\n"
     )
     (tree / "mini/extra.py").write_text("EXTRA = 1\n")
-    fork.git(tree, "add", "mini/extra.py")
-    fork.git(tree, "commit", "-qm", f"[Core] Extra\n\n{fake}\nSigned-off-by: {PERSON}")
+    git(tree, "add", "mini/extra.py")
+    git(tree, "commit", "-qm", f"[Core] Extra\n\n{fake}\nSigned-off-by: {PERSON}")
     with pytest.raises(ForkToolError) as excinfo:
         export(tree, patches)
     print(excinfo.value)
@@ -122,13 +124,13 @@ def test_a_merge_commit_is_refused_and_the_advice_linearises_it(workspace):
     _, patches, tree = workspace
     series_of(workspace, *THREE[:2])
     before = snapshot(patches)
-    fork.git(tree, "checkout", "-q", "-b", "side", "HEAD~1")
+    git(tree, "checkout", "-q", "-b", "side", "HEAD~1")
     commit(tree, "mini/util.py", "def double(x):\n    return x + x\n", "[Core] Side")
-    fork.git(tree, "checkout", "-q", "main")
-    assert fork.git(tree, "merge", "-q", "side", check=False).returncode
+    git(tree, "checkout", "-q", "main")
+    assert git(tree, "merge", "-q", "side", check=False).returncode
     resolved = "def double(x):\n    return x * 2  # resolved\n"
     (tree / "mini/util.py").write_text(resolved)
-    fork.git(tree, "commit", "-qam", "Merge side")
+    git(tree, "commit", "-qam", "Merge side")
     for command in (lambda: export(tree, patches), lambda: sync(workspace)):
         with pytest.raises(ForkToolError) as excinfo:
             command()
@@ -140,8 +142,8 @@ def test_a_merge_commit_is_refused_and_the_advice_linearises_it(workspace):
     line = next(x for x in message.splitlines() if " rebase base" in x)
     assert subprocess.run(line, shell=True).returncode != 0
     (tree / "mini/util.py").write_text(resolved)
-    fork.git(tree, "add", "mini/util.py")
-    fork.git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    git(tree, "add", "mini/util.py")
+    git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
     assert "3 patches" in export(tree, patches)
     commit_series(patches)
     other = fresh_clone(workspace)
@@ -152,7 +154,7 @@ def test_a_merge_commit_is_refused_and_the_advice_linearises_it(workspace):
 def test_an_empty_commit_is_refused_and_the_advice_drops_it(workspace):
     _, patches, tree = workspace
     series_of(workspace, THREE[0])
-    fork.git(tree, "commit", "-q", "--allow-empty", "-m", f"[Core] Nothing\n\n"
+    git(tree, "commit", "-q", "--allow-empty", "-m", f"[Core] Nothing\n\n"
              f"Signed-off-by: {PERSON}")  # fmt: skip
     commit(tree, *THREE[2])
     with pytest.raises(ForkToolError) as excinfo:
@@ -197,7 +199,7 @@ def test_signing_and_hooks_of_the_user_leave_the_tools_commits_alone(
 ):
     _, patches, tree = workspace
     series_of(workspace, *THREE)
-    ids = fork.git(fresh_clone(workspace, "plain"), "log", "--format=%H").stdout
+    ids = git(fresh_clone(workspace, "plain"), "log", "--format=%H").stdout
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     for hook in ("pre-commit", "commit-msg", "applypatch-msg", "post-checkout"):
@@ -210,7 +212,7 @@ def test_signing_and_hooks_of_the_user_leave_the_tools_commits_alone(
         "[am]\n\tmessageid = true\n"
     )
     other = fresh_clone(workspace)
-    assert fork.git(other, "log", "--format=%H").stdout == ids
+    assert git(other, "log", "--format=%H").stdout == ids
     # People's own commits keep their settings: their hooks, their signing.
     (other / "mini/extra.py").write_text("EXTRA = 2\n")
     own = ["git", "-C", str(other), "commit", "-qam", "mine"]
@@ -226,15 +228,15 @@ def test_signing_and_hooks_of_the_user_leave_the_tools_commits_alone(
 def reword_second(tree: Path, body: str) -> None:
     """`git rebase -i`, `reword` of THREE's second patch: a new message."""
     edit_series(tree, "sed -i 2s/^pick/edit/")
-    fork.git(tree, "commit", "-q", "--amend", "-m", body)
-    fork.git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    git(tree, "commit", "-q", "--amend", "-m", body)
+    git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
 
 
 def change_second_code(tree: Path, text: str) -> None:
     edit_series(tree, "sed -i 2s/^pick/edit/")
     (tree / "mini/util.py").write_text(text)
-    fork.git(tree, "commit", "-q", "--amend", "--no-edit", "-a")
-    fork.git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    git(tree, "commit", "-q", "--amend", "--no-edit", "-a")
+    git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
 
 
 def test_both_sides_changed_one_patch_the_advice_keeps_both_in_it(workspace):
@@ -284,7 +286,7 @@ def test_both_sides_changed_the_same_line_the_advice_stops_at_the_conflict(
     assert "<<<<<<<" in (mine / "mini/util.py").read_text()
     (mine / "mini/util.py").write_text("def double(x):\n    return x + x  # both\n")
     rest = message.split("apply --3way\n", 1)[1]
-    fork.git(mine, "add", "mini/util.py")
+    git(mine, "add", "mini/util.py")
     follow(workspace, rest)
     assert subjects(mine) == [c[2] for c in THREE]
     assert "# both" in (patches / "0002-Core-Second.patch").read_text()
@@ -306,8 +308,8 @@ def test_sign_off_advice_signs_only_the_commits_that_lack_it(workspace):
     _, patches, tree = workspace
     series_of(workspace, *THREE[:2])
     (tree / "README").write_text("readme\n")
-    fork.git(tree, "add", "README")
-    fork.git(tree, "commit", "-qm", "[Doc] Readme")
+    git(tree, "add", "README")
+    git(tree, "commit", "-qm", "[Doc] Readme")
     commit(tree, *THREE[2])
     before = trailers(tree)
     message = export(tree, patches)
@@ -325,12 +327,12 @@ def test_sign_off_advice_signs_only_the_commits_that_lack_it(workspace):
 
 def backed_up(tree: Path) -> str:
     """The subjects on the fork's backup branches."""
-    return fork.git(tree, "log", "--format=%s", "--branches=backup/").stdout
+    return git(tree, "log", "--format=%s", "--branches=backup/").stdout
 
 
 def _interrupt_third_am(monkeypatch):
     """Ctrl-C inside the am of the third patch, after it began its file."""
-    real = fork.git
+    real = git
 
     def interrupted(repo, *args, **kwargs):
         if args[:1] == ("am",) and args[-1].endswith("0003-Core-Third.patch"):
@@ -347,21 +349,18 @@ def test_a_sync_stopped_in_git_am_leaves_the_fork_as_it_was(workspace, monkeypat
     _, patches, tree = workspace
     series_of(workspace, *THREE)
     commit(tree, "LOCAL.md", "x\n", "[Doc] Local")
-    before = fork.git(tree, "rev-parse", "HEAD").stdout
+    before = git(tree, "rev-parse", "HEAD").stdout
     restore = _interrupt_third_am(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         sync(workspace, force=True)
     restore()
-    assert fork.git(tree, "rev-parse", "HEAD").stdout == before
-    assert fork.git(tree, "status", "--porcelain").stdout == ""
+    assert git(tree, "rev-parse", "HEAD").stdout == before
+    assert git(tree, "status", "--porcelain").stdout == ""
     message = sync(workspace, force=True)
     print(message)
     assert message.startswith("undid an interrupted command")
     assert subjects(tree) == [c[2] for c in THREE]
-    assert (
-        "[Doc] Local"
-        in fork.git(tree, "log", "--format=%s", "--branches=backup/").stdout
-    )
+    assert "[Doc] Local" in git(tree, "log", "--format=%s", "--branches=backup/").stdout
     assert not list(tree.parent.glob(".mini.*"))
 
 
@@ -385,11 +384,8 @@ def test_a_sync_killed_while_it_moves_the_fork_is_finished(workspace, monkeypatc
     assert message.startswith("finished an interrupted sync"), message
     assert subjects(tree) == [c[2] for c in THREE]
     assert not (tree / ".git" / "index.lock").exists()
-    assert fork.git(tree, "status", "--porcelain").stdout == ""
-    assert (
-        "[Doc] Local"
-        in fork.git(tree, "log", "--format=%s", "--branches=backup/").stdout
-    )
+    assert git(tree, "status", "--porcelain").stdout == ""
+    assert "[Doc] Local" in git(tree, "log", "--format=%s", "--branches=backup/").stdout
 
 
 def test_an_export_finished_later_marks_what_it_exported(workspace, monkeypatch):
@@ -398,7 +394,7 @@ def test_an_export_finished_later_marks_what_it_exported(workspace, monkeypatch)
     _, patches, tree = workspace
     series_of(workspace, *THREE)
     commit(tree, "FOUR.md", "4\n", "[Doc] Four")
-    exported = fork.git(tree, "rev-parse", "HEAD").stdout.strip()
+    exported = git(tree, "rev-parse", "HEAD").stdout.strip()
 
     def killed(fork_tree, done):
         raise KeyboardInterrupt
@@ -411,7 +407,7 @@ def test_an_export_finished_later_marks_what_it_exported(workspace, monkeypatch)
     with pytest.raises(ForkToolError, match="Five.patch: only in the fork"):
         sync(workspace)
     assert (patches / "0004-Doc-Four.patch").exists()
-    synced = fork.git(tree, "rev-parse", "refs/forktool/synced").stdout.strip()
+    synced = git(tree, "rev-parse", "refs/forktool/synced").stdout.strip()
     assert synced == exported
 
 
@@ -420,8 +416,8 @@ def test_a_rebuild_applies_a_pure_rename(workspace):
     worktree must still check out the file it moves."""
     _, patches, tree = workspace
     sync(workspace)
-    fork.git(tree, "mv", "mini/util.py", "mini/helpers.py")
-    fork.git(tree, "commit", "-qm", f"[Misc] Rename\n\nSigned-off-by: {PERSON}")
+    git(tree, "mv", "mini/util.py", "mini/helpers.py")
+    git(tree, "commit", "-qm", f"[Misc] Rename\n\nSigned-off-by: {PERSON}")
     export(tree, patches)
     commit(tree, "LOCAL.md", "x\n", "[Doc] Local")
     assert "rebuilt" in sync(workspace, force=True)
@@ -500,16 +496,16 @@ def test_port_report_names_conflict_kinds_and_paths_the_new_base_lacks(workspace
     # Port it: the patch's change moves into a new file of the release.
     command = next(line for line in message.splitlines() if " am -3 " in line)
     subprocess.run(command, shell=True)
-    fork.git(tree, "rm", "-q", "mini/util.py")
+    git(tree, "rm", "-q", "mini/util.py")
     (tree / "mini/maths.py").write_text("def double(x):\n    return x * 2\n")
-    fork.git(tree, "add", "mini/maths.py")
-    fork.git(tree, "am", "--continue", env={"GIT_EDITOR": "true"})
+    git(tree, "add", "mini/maths.py")
+    git(tree, "am", "--continue", env={"GIT_EDITOR": "true"})
     assert "applied 1 patches" in sync(workspace, message="mini 0.2\n", sdist=sdist)
     # A fourth patch still points CI at the file 0.2 lacks.
     export(tree, patches)
     (tree / buildkite).write_text(files[buildkite] + "  - mini/util.py\n")
-    fork.git(tree, "add", buildkite)
-    fork.git(tree, "commit", "-qm", "[CI] Steps")
+    git(tree, "add", buildkite)
+    git(tree, "commit", "-qm", "[CI] Steps")
     export(tree, patches)
     selection = patches.parent / "upstream-tests.toml"
     selection.write_text(
@@ -519,7 +515,7 @@ def test_port_report_names_conflict_kinds_and_paths_the_new_base_lacks(workspace
     )
     shutil.rmtree(tree)
     pins_, _, _ = workspace
-    message = fork.sync(tree, patches, AUTHOR, "mini 0.2\n",
+    message = forktool.sync.sync(tree, patches, AUTHOR, "mini 0.2\n",
                         lambda: fetch(pins_, sdist), ("PKG-INFO",),
                         selection=selection)  # fmt: skip
     print(message)

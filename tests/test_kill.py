@@ -40,7 +40,7 @@ from test_fork import (
     teammate,
 )
 
-from forktool import fork
+from forktool import sync as fork
 
 DRIVER = Path(kill_driver.__file__)
 SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGHUP)

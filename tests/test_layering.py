@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("forktool", "evidence")
 
-SERIES_WORKFLOW = ("fork", "export", "backups", "journal")
+SERIES_WORKFLOW = ("sync", "export", "backups", "journal")
 """What `sync`, `export` and `backups` run; their imports are the workflow."""
 NOT_IN_WORKFLOW = (
     *("upstream", "venv", "venv_check", "venv_probe", "lock", "uv", "hfcache"),
@@ -162,8 +162,8 @@ def test_no_import_cycles():
 def test_the_graph_sees_imports_of_every_kind():
     """The reader itself: `from pkg import module`, `from module import name`,
     and imports inside functions all count."""
-    assert "forktool.journal" in GRAPH["forktool.fork"]  # from forktool import
-    assert "forktool.series" in GRAPH["forktool.fork"]  # from forktool.series import
+    assert "forktool.journal" in GRAPH["forktool.sync"]  # from forktool import
+    assert "forktool.series" in GRAPH["forktool.sync"]  # from forktool.series import
     assert "forktool.commands.command" in GRAPH["forktool.commands.sync"]
     assert "forktool.errors" in GRAPH["forktool.git"]
     assert "evidence.commands.pr" in GRAPH["evidence.commands"]

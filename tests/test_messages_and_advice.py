@@ -28,9 +28,9 @@ from test_fork_safety import (
     trailers,
 )
 
-from forktool import fork
 from forktool.errors import ConflictError, ForkToolError
 from forktool.export import export
+from forktool.git import git
 
 OTHER = "Con Tributor <con@example.invalid>"
 
@@ -38,13 +38,13 @@ OTHER = "Con Tributor <con@example.invalid>"
 def commit_message(tree: Path, path: str, text: str, message: str, **env) -> str:
     """Commit `path` with `message` as written; its short id."""
     (tree / path).write_text(text)
-    fork.git(tree, "add", path)
-    fork.git(tree, "commit", "-q", "-F", "-", input=message, env=env or None)
-    return fork.git(tree, "rev-parse", "--short", "HEAD").stdout.strip()
+    git(tree, "add", path)
+    git(tree, "commit", "-q", "-F", "-", input=message, env=env or None)
+    return git(tree, "rev-parse", "--short", "HEAD").stdout.strip()
 
 
 def message_of(tree: Path, rev: str = "HEAD") -> str:
-    return fork.git(tree, "log", "-1", "--format=%B", rev).stdout
+    return git(tree, "log", "-1", "--format=%B", rev).stdout
 
 
 def refused(command) -> str:
@@ -234,9 +234,9 @@ def test_a_non_ascii_subject_changed_on_both_sides_gets_the_fixup_advice(workspa
 def reword_third(tree: Path) -> None:
     """Reword patch 3's subject in `tree`, its code as it was."""
     edit_series(tree, "sed -i 3s/^pick/edit/")
-    fork.git(tree, "commit", "-q", "--amend", "-m",
+    git(tree, "commit", "-q", "--amend", "-m",
              f"[Core] Third, reworded\n\nSigned-off-by: {PERSON}")  # fmt: skip
-    fork.git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
 
 
 def test_a_reworded_subject_and_a_code_change_end_in_one_patch(workspace):
@@ -248,8 +248,8 @@ def test_a_reworded_subject_and_a_code_change_end_in_one_patch(workspace):
     commit_series(patches)
     edit_series(mine, "sed -i 3s/^pick/edit/")
     (mine / "mini/extra.py").write_text("EXTRA = 2\n")
-    fork.git(mine, "commit", "-q", "--amend", "--no-edit", "-a")
-    fork.git(mine, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    git(mine, "commit", "-q", "--amend", "--no-edit", "-a")
+    git(mine, "rebase", "--continue", env={"GIT_EDITOR": "true"})
     with pytest.raises(ConflictError) as excinfo:
         sync(workspace)
     message = str(excinfo.value)
@@ -295,7 +295,7 @@ def test_the_uncommitted_changes_refusal_gives_a_stash_that_takes_untracked_file
     stash = advised.group(1)
     subprocess.run(stash, shell=True, check=True)
     assert "up to date" in sync(workspace)
-    fork.git(tree, "stash", "pop")
+    git(tree, "stash", "pop")
     assert (tree / "NOTES.txt").read_text() == "mine\n"
 
 
@@ -307,7 +307,7 @@ def test_a_fixup_commit_is_refused_and_the_advice_squashes_it(workspace):
     series_of(workspace, *THREE[:2])
     before = snapshot(patches)
     (tree / "mini/__init__.py").write_text("VALUE = 3\n")
-    fork.git(tree, "commit", "-q", "-a", "--fixup=HEAD~1")
+    git(tree, "commit", "-q", "-a", "--fixup=HEAD~1")
     message = refused(lambda: export(tree, patches))
     assert "fixup! [Core] First" in message and "--autosquash" in message
     assert snapshot(patches) == before
@@ -326,11 +326,11 @@ def test_a_fork_off_its_branch_is_named_and_the_advice_goes_back(workspace, wher
     series_of(workspace, *THREE)
     before = snapshot(patches)
     if where == "detached":
-        fork.git(tree, "checkout", "-q", "HEAD~1")
+        git(tree, "checkout", "-q", "HEAD~1")
     else:
-        fork.git(tree, "checkout", "-q", "-b", "feature")
+        git(tree, "checkout", "-q", "-b", "feature")
         commit(tree, "mini/feature.py", "F = 1\n", "[Core] Feature")
-    head = fork.git(tree, "rev-parse", "HEAD").stdout
+    head = git(tree, "rev-parse", "HEAD").stdout
     for command in (lambda: sync(workspace), lambda: export(tree, patches)):
         message = refused(command)
         named = "a detached HEAD (" if where == "detached" else "branch feature,"
@@ -339,12 +339,12 @@ def test_a_fork_off_its_branch_is_named_and_the_advice_goes_back(workspace, wher
         )
         assert f"git -C {tree} checkout main" in message
     assert snapshot(patches) == before
-    assert fork.git(tree, "rev-parse", "HEAD").stdout == head
+    assert git(tree, "rev-parse", "HEAD").stdout == head
     follow(workspace, message)
     assert subjects(tree) == [c[2] for c in THREE]
     assert "is what export writes (3 patches)" in export(tree, patches, check=True)
     if where == "branch":
-        assert "[Core] Feature" in fork.git(tree, "log", "-1", "feature").stdout
+        assert "[Core] Feature" in git(tree, "log", "-1", "feature").stdout
 
 
 # --- E8: conflict markers in patches/series -----------------------------------------
@@ -380,7 +380,7 @@ def test_a_renumbered_patch_is_reported_as_renumbered(workspace):
 def test_a_hand_renamed_patch_is_reported_as_renamed(workspace):
     _, patches, tree = workspace
     series_of(workspace, *THREE)
-    fork.git(patches, "mv", "0002-Core-Second.patch", "0002-second.patch")
+    git(patches, "mv", "0002-Core-Second.patch", "0002-second.patch")
     series = patches / "series"
     series.write_text(series.read_text().replace("0002-Core-Second", "0002-second"))
     commit_series(patches)
@@ -393,12 +393,12 @@ def test_a_hand_renamed_patch_is_reported_as_renamed(workspace):
 def test_commits_made_on_a_detached_head_are_kept_by_the_advice(workspace):
     _, patches, tree = workspace
     series_of(workspace, *THREE[:2])
-    fork.git(tree, "checkout", "-q", "HEAD~1")
+    git(tree, "checkout", "-q", "HEAD~1")
     commit(tree, "mini/detached.py", "D = 1\n", "[Core] Detached")
-    detached = fork.git(tree, "rev-parse", "HEAD").stdout.strip()
+    detached = git(tree, "rev-parse", "HEAD").stdout.strip()
     message = refused(lambda: export(tree, patches))
     assert f"branch kept-{detached[:12]} {detached[:12]}" in message
     follow(workspace, message)
     assert subjects(tree) == ["[Core] First", "[Core] Second"]
-    kept = fork.git(tree, "rev-parse", f"kept-{detached[:12]}").stdout.strip()
+    kept = git(tree, "rev-parse", f"kept-{detached[:12]}").stdout.strip()
     assert kept == detached

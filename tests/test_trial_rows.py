@@ -80,16 +80,17 @@ from test_fork import (
 from test_fork_safety import follow, fresh_clone
 from test_messages_and_advice import reword_third
 
-from forktool import backups, fork, git, pins
+from forktool import backups, pins
 from forktool.errors import ForkToolError
 from forktool.export import export
+from forktool.git import NEUTRAL, git
 from forktool.layout import REPO
 from forktool.series import read_series
 
 
 def trees(tree: Path) -> list[str]:
     """The tree id at each commit of the fork, base first."""
-    return fork.git(tree, "log", "--reverse", "--format=%T", "HEAD").stdout.split()
+    return git(tree, "log", "--reverse", "--format=%T", "HEAD").stdout.split()
 
 
 def refused(command) -> ForkToolError:
@@ -109,20 +110,20 @@ def test_row_1_a_patch_split_in_two_round_trips(workspace):
     (tree / "mini/util.py").write_text("def double(x):\n    return x * 2\n")
     (tree / "tests/test_util.py").parent.mkdir()
     (tree / "tests/test_util.py").write_text("assert True\n")
-    fork.git(tree, "add", "mini", "tests")
-    fork.git(tree, "commit", "-qsm", "[Core] Code and its test")
+    git(tree, "add", "mini", "tests")
+    git(tree, "commit", "-qsm", "[Core] Code and its test")
     commit(tree, *THREE[2])
     export(tree, patches)
     commit_series(patches)
     old = teammate(workspace)  # a clone with the fork of before the split
     # rebase -i (edit 2); reset HEAD^; one commit per folder; --continue.
     edit_series(tree, "sed -i 2s/^pick/edit/")
-    fork.git(tree, "reset", "-q", "HEAD^")
-    fork.git(tree, "add", "mini")
-    fork.git(tree, "commit", "-qsm", "[Core] Code")
-    fork.git(tree, "add", "tests")
-    fork.git(tree, "commit", "-qsm", "[Test] Its test")
-    fork.git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    git(tree, "reset", "-q", "HEAD^")
+    git(tree, "add", "mini")
+    git(tree, "commit", "-qsm", "[Core] Code")
+    git(tree, "add", "tests")
+    git(tree, "commit", "-qsm", "[Test] Its test")
+    git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
     message = export(tree, patches)
     print(message)
     assert "exported 4 patches" in message
@@ -162,11 +163,11 @@ def test_row_2_every_kind_of_change_round_trips_byte_exact(workspace):
     (tree / "mini/run.sh").write_text("#!/bin/sh\necho run\n")
     (tree / "mini/run.sh").chmod(0o755)
     (tree / "mini/__init__.py").chmod(0o755)
-    fork.git(tree, "rm", "-q", "mini/rocm_hip.py")
+    git(tree, "rm", "-q", "mini/rocm_hip.py")
     (tree / "mini/tools").mkdir()
-    fork.git(tree, "mv", "mini/util.py", "mini/tools/util.py")
-    fork.git(tree, "add", "-A")
-    fork.git(tree, "commit", "-qsm", "[Core] Every kind of change")
+    git(tree, "mv", "mini/util.py", "mini/tools/util.py")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-qsm", "[Core] Every kind of change")
     assert "2 patches" in export(tree, patches)
     text = (patches / "0002-Core-Every-kind-of-change.patch").read_text()
     assert text.count("GIT binary patch") == 3
@@ -198,9 +199,9 @@ def test_row_3_a_non_ascii_author_and_message_round_trip(workspace):
     subject += "x" * (120 - len(subject))
     body = f"{subject}\n\n说明：零化 🚀 ✓\n\nSigned-off-by: {ZOE}\n"
     (tree / "DOC.md").write_text("Ångström 🚀\n")
-    fork.git(tree, "add", "DOC.md")
+    git(tree, "add", "DOC.md")
     name, email = ZOE[: ZOE.index(" <")], ZOE[ZOE.index("<") + 1 : -1]
-    fork.git(tree, "commit", "-q", "-F", "-", input=body,
+    git(tree, "commit", "-q", "-F", "-", input=body,
              env={"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email})  # fmt: skip
     export(tree, patches)
     commit_series(patches)
@@ -208,8 +209,8 @@ def test_row_3_a_non_ascii_author_and_message_round_trip(workspace):
     assert written.name.isascii() and written.name.startswith("0002-Doc-ngstr-m-")
     other = fresh_clone(workspace)
     shown = ["log", "-1", "--format=%an <%ae>%n%B"]
-    assert fork.git(other, *shown).stdout == fork.git(tree, *shown).stdout
-    assert fork.git(other, *shown).stdout == f"{ZOE}\n{body}\n"
+    assert git(other, *shown).stdout == git(tree, *shown).stdout
+    assert git(other, *shown).stdout == f"{ZOE}\n{body}\n"
     assert trees(other) == trees(tree)
     assert "is what export writes (2 patches)" in export(other, patches, check=True)
 
@@ -245,7 +246,7 @@ def test_row_4a_a_hand_reordered_series_is_synced_and_renumbered(workspace):
 
 
 def head_of(tree: Path, ref: str) -> str:
-    return fork.git(tree, "rev-parse", ref).stdout.strip()
+    return git(tree, "rev-parse", ref).stdout.strip()
 
 
 def test_row_4a_a_hand_reorder_and_local_work_both_survive_the_advice(workspace):
@@ -308,7 +309,7 @@ def test_row_9_each_git_worktree_has_its_own_fork(workspace):
     series_of(workspace, *THREE)
     repo = patches.parent
     wt = repo.parent / "wt"
-    fork.git(repo, "worktree", "add", "-q", "-b", "wt-branch", str(wt))
+    git(repo, "worktree", "add", "-q", "-b", "wt-branch", str(wt))
     wt_fork = wt / "build" / "mini"
     on_wt = (pins_, wt / "patches", wt_fork)
     assert "base + 3 patches" in sync(on_wt)
@@ -318,7 +319,7 @@ def test_row_9_each_git_worktree_has_its_own_fork(workspace):
     # The main clone's fork and series are untouched.
     assert subjects(tree) == [c[2] for c in THREE]
     assert "is what export writes (3 patches)" in export(tree, patches, check=True)
-    fork.git(repo, "merge", "-q", "wt-branch")
+    git(repo, "merge", "-q", "wt-branch")
     message = sync(workspace)
     print(message)
     assert "applied 1 patches" in message
@@ -344,7 +345,7 @@ def test_row_10a_run_by_path_from_inside_the_fork_uses_the_clones_paths(
     (clone / "patches" / "series").write_text("# empty\n")
     inside = clone / "build" / "vllm" / "vllm"
     inside.mkdir(parents=True)
-    fork.git(clone, "init", "-q")
+    git(clone, "init", "-q")
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, *args], cwd=inside,
@@ -402,16 +403,16 @@ def test_row_e7_a_hand_edited_plus_line_is_named_and_recovered(workspace):
     assert "0002-Core-Second.patch" in message
     assert "a `+` or `-` line changed" in message
     assert subjects(tree) == ["[Core] First"]
-    assert fork.git(tree, "status", "--porcelain").stdout == ""
-    assert old_head in fork.git(tree, "rev-parse", "--branches=backup/").stdout
-    fork.git(patches, "checkout", "--", ".")  # `git checkout patches`
+    assert git(tree, "status", "--porcelain").stdout == ""
+    assert old_head in git(tree, "rev-parse", "--branches=backup/").stdout
+    git(patches, "checkout", "--", ".")  # `git checkout patches`
     assert "applied 2 patches" in sync(workspace)
     assert head(tree) != old_head and trees(tree)[-1] == tree_of(tree, old_head)
     assert "is what export writes (3 patches)" in export(tree, patches, check=True)
 
 
 def tree_of(tree: Path, rev: str) -> str:
-    return fork.git(tree, "rev-parse", f"{rev}^{{tree}}").stdout.strip()
+    return git(tree, "rev-parse", f"{rev}^{{tree}}").stdout.strip()
 
 
 # --- E9. Only a message line of a patch file edited by hand -------------------
@@ -430,7 +431,7 @@ def test_row_e9_a_hand_edited_message_line_is_named_then_synced(workspace):
     assert snapshot(patches) == edited
     message = sync(workspace)
     assert "0002-Core-Second.patch: changed in the series" in message
-    assert reviewed in fork.git(tree, "log", "-1", "--format=%B", "HEAD~1").stdout
+    assert reviewed in git(tree, "log", "-1", "--format=%B", "HEAD~1").stdout
     assert "is what export writes (3 patches)" in export(tree, patches, check=True)
     assert snapshot(patches) == edited
 
@@ -453,12 +454,12 @@ def loose_objects_in_17(count: int) -> list[str]:
 
 def test_row_e12_the_tools_git_commands_start_no_gc(workspace, monkeypatch):
     _, patches, tree = workspace
-    assert "gc.auto=0" in git.NEUTRAL and "maintenance.auto=false" in git.NEUTRAL
+    assert "gc.auto=0" in NEUTRAL and "maintenance.auto=false" in NEUTRAL
     sync(workspace)
     for i, text in enumerate(loose_objects_in_17(30)):
         (tree / f"mini/loose{i}.txt").write_text(text)
-    fork.git(tree, "add", "mini")
-    fork.git(tree, "commit", "-qsm", "[Core] Many objects")
+    git(tree, "add", "mini")
+    git(tree, "commit", "-qsm", "[Core] Many objects")
     export(tree, patches)
     commit_series(patches)
     # A gc would run in the foreground, and pack every loose object.
@@ -466,7 +467,7 @@ def test_row_e12_the_tools_git_commands_start_no_gc(workspace, monkeypatch):
     other = fresh_clone(workspace)
     counts = dict(
         line.split(": ")
-        for line in fork.git(other, "count-objects", "-v").stdout.splitlines()
+        for line in git(other, "count-objects", "-v").stdout.splitlines()
     )
     assert counts["packs"] == "0" and int(counts["count"]) > 30
     assert not (other / ".git" / "gc.pid").exists()
