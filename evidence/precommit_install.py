@@ -1,0 +1,133 @@
+"""pre-commit itself, installed into the cache with the pinned uv exactly as
+precommit.lock says: the version vLLM's tree asks for, every package of it
+pinned with its sha256 hashes.
+
+`python3 -m evidence.precommit_install [TREE]` (re-)locks it, with `uv pip
+compile --generate-hashes`, for the pre-commit version TREE's (default: the
+fork's) requirements/lint.txt names and pins.toml's [venv] python and
+platform; an existing lock's versions are kept where they still fit. The
+venv is then `uv pip sync --require-hashes` of the lock, never a fresh
+resolution, and is made again whenever the lock changes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from forktool import lock, uv
+from forktool.cache import cache_dir
+from forktool.errors import ForkToolError
+from forktool.layout import LAYOUT
+from forktool.pins import Pins, uv_binary
+from forktool.venv import COMPLETE, venv_id
+
+LOCK = LAYOUT.root / "precommit.lock"
+COMMAND = "python3 -m evidence.precommit_install"
+_INPUTS = "# inputs: "
+
+
+def precommit_requirement(tree: Path) -> str:
+    """pre-commit at the lowest version vLLM's requirements/lint.txt accepts."""
+    lint = tree / "requirements" / "lint.txt"
+    text = lint.read_text() if lint.exists() else ""
+    found = re.search(r"^pre-commit\s*(?:>=|==|~=)\s*([\w.]+)", text, re.M)
+    if found is None:
+        print(f"note: no pre-commit version in {lint}; using {LOCK.name}'s")
+        return "pre-commit"
+    return f"pre-commit=={found[1]}"
+
+
+def _inputs(pins: Pins) -> str:
+    """What the lock is resolved for, besides the pre-commit version."""
+    return json.dumps({"python": pins.python, "platform": pins.platform})
+
+
+def write_lock(requirement: str, pins: Pins, path: Path = LOCK) -> str:
+    """Resolve `requirement` into `path`; return what it pins, in a line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        spec, out = Path(tmp, "in"), Path(tmp, "out")
+        spec.write_text(requirement + "\n")
+        if path.exists():  # uv keeps the versions an existing -o file pins
+            out.write_text(path.read_text())
+        uv.run(uv_binary(pins), "pip", "compile", "-q", "--generate-hashes",
+               "--no-header", "--python-version", pins.python,
+               "--python-platform", pins.platform,
+               str(spec), "-o", str(out))  # fmt: skip
+        body = out.read_text().replace(f"-r {spec}", "vLLM's requirements/lint.txt")
+    header = (
+        f"# pre-commit's venv in the cache: {requirement}, resolved by `{COMMAND}` "
+        f"for CPython {pins.python} on {pins.platform}.\n"
+        "# Do not edit: run the command again when vLLM's pre-commit version, or "
+        "pins.toml's [venv] python or platform, changes.\n"
+        f"{_INPUTS}{_inputs(pins)}\n"
+    )
+    path.write_text(header + body)
+    pinned = lock.packages(body)
+    return (
+        f"{path.name}: pre-commit=={pinned.get('pre-commit')}, {len(pinned)} packages"
+    )
+
+
+def current_lock(requirement: str, pins: Pins, path: Path = LOCK) -> Path:
+    """The lock, refused when it is missing, pins another pre-commit than
+    `requirement`, or was resolved for another Python or platform."""
+    again = f"run `{COMMAND}` and commit {path.name}"
+    if not path.exists():
+        raise ForkToolError(f"{path} is missing; {again}")
+    text = path.read_text()
+    locked = lock.packages(text).get("pre-commit")
+    wanted = requirement.partition("==")[2]
+    if wanted and locked != wanted:
+        raise ForkToolError(
+            f"the fork's requirements/lint.txt asks for pre-commit {wanted}, "
+            f"{path.name} pins {locked}; {again}"
+        )
+    recorded = [line for line in text.splitlines() if line.startswith(_INPUTS)]
+    if recorded != [_INPUTS + _inputs(pins)]:
+        raise ForkToolError(
+            f"{path.name} was resolved for another Python or platform than "
+            f"pins.toml's [venv] names; {again}"
+        )
+    return path
+
+
+def precommit_venv() -> Path:
+    """The venv in the cache that pre-commit runs from."""
+    return cache_dir() / "pre-commit-venv"
+
+
+def ensure_precommit(requirement: str, path: Path = LOCK) -> Path:
+    """pre-commit's venv, exactly the lock (made again when the lock
+    changed); return its bin directory."""
+    pins = Pins.load()
+    lock_file = current_lock(requirement, pins, path)
+    venv, wanted = precommit_venv(), lock.digest(lock_file)
+    if venv_id(venv) == wanted:
+        return venv / "bin"
+    tool = uv_binary(pins)
+    shutil.rmtree(venv, ignore_errors=True)
+    uv.run(tool, "venv", "-q", "--python", pins.python, str(venv))
+    python = str(venv / "bin" / "python")
+    uv.run(tool, "pip", "sync", "-q", "--require-hashes", "--python", python,
+           str(lock_file))  # fmt: skip
+    (venv / COMPLETE).write_text(wanted + "\n")
+    return venv / "bin"
+
+
+def main(argv: list[str]) -> int:
+    tree = Path(argv[0]) if argv else LAYOUT.fork
+    try:
+        print(write_lock(precommit_requirement(tree), Pins.load()))
+    except ForkToolError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
