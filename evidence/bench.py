@@ -22,7 +22,6 @@ from forktool import hfcache
 from forktool.check_runs import record
 from forktool.checks import Check
 from forktool.errors import ForkToolError
-from forktool.forktree import worktree
 from forktool.git import BASE_TAG
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
@@ -31,6 +30,7 @@ from forktool.pytest_runner import test_env
 from forktool.results import Measured, fork_tree
 from forktool.safety import ensure_safe
 from forktool.venv import python
+from forktool.worktrees import worktree
 
 BASE_TREE = LAYOUT.trees / "bench-base"
 WORKER = LAYOUT.checks / "bench_scheduler.py"

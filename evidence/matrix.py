@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forktool.errors import ForkToolError
-from forktool.forktree import series_tests_on_base, worktree
 from forktool.git import BASE_TAG, series_commits, series_subjects
 from forktool.layout import Layout
 from forktool.pytest_runner import Result, Runner, excerpt
 from forktool.results import Measured
 from forktool.selection import Selection
+from forktool.worktrees import series_tests_on_base, worktree
 
 MARK = {"passed": "ok", "failed": "FAIL", "error": "ERR", "skipped": "skip"}
 

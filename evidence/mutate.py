@@ -41,13 +41,13 @@ from evidence.pytest_server import SWAP_FAILED
 from evidence.tree_process import TreeProcess
 from forktool import results
 from forktool.errors import ForkToolError
-from forktool.forktree import worktree
 from forktool.git import SERIES, git
 from forktool.layout import LAYOUT
 from forktool.pytest_runner import Result, Runner, parse_junit, test_env
 from forktool.results import Measured
 from forktool.selection import Selection
 from forktool.venv import python, venv_id
+from forktool.worktrees import worktree
 
 WORKERS = 2
 SERVER = Path(__file__).with_name("pytest_server.py")

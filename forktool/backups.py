@@ -12,8 +12,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from forktool.forktree import FORMAT_PATCH
 from forktool.git import ISOLATED, git
+from forktool.patch_files import FORMAT_PATCH
 from forktool.series import describe
 from forktool.sync import committed_fingerprints
 

@@ -1,6 +1,6 @@
 """sync: the series brought into the fork, patch by patch.
 
-forktool.forktree makes and rebuilds the fork; `sync` refuses, by where the
+forktool.base and forktool.am make and rebuild the fork; `sync` refuses, by where the
 fork stands (forktool.standing), whatever would drop work. It applies the
 series where nobody looks and moves the fork in one step (forktool.journal),
 so a killed sync leaves the fork as it was or as the sync made it. Its
@@ -19,9 +19,11 @@ from pathlib import Path
 
 from forktool import journal, port
 from forktool.advice import SYNCED, linearise, refusal
+from forktool.am import apply
+from forktool.base import create_base
 from forktool.errors import ConflictError, ForkToolError
-from forktool.forktree import apply, create_base, fork_patches, touched
 from forktool.git import BASE_TAG, git, subject
+from forktool.patch_files import fork_patches, touched
 from forktool.safety import ensure_safe
 from forktool.series import PatchInfo, describe, read_series
 from forktool.standing import (

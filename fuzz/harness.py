@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from evidence.tree_process import TreeProcess
-from forktool.forktree import worktree
 from forktool.git import BASE_TAG, git
 from forktool.layout import LAYOUT
+from forktool.worktrees import worktree
 
 WORKER = Path(__file__).resolve().with_name("planner_worker.py")
 

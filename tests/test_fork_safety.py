@@ -341,8 +341,8 @@ def _interrupt_third_am(monkeypatch):
             raise KeyboardInterrupt
         return real(repo, *args, **kwargs)
 
-    monkeypatch.setattr("forktool.forktree.git", interrupted)
-    return lambda: monkeypatch.setattr("forktool.forktree.git", real)
+    monkeypatch.setattr("forktool.am.git", interrupted)
+    return lambda: monkeypatch.setattr("forktool.am.git", real)
 
 
 def test_a_sync_stopped_in_git_am_leaves_the_fork_as_it_was(workspace, monkeypatch):

@@ -1,0 +1,47 @@
+"""The tool's worktrees of the fork: detached checkouts that share its build
+outputs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from forktool.git import BASE_TAG, SERIES, git, identity
+
+
+def worktree(fork: Path, path: Path, commit: str) -> Path:
+    """A tool-owned detached checkout of `commit` sharing the fork's build outputs.
+
+    Tests import vllm from the checkout, so it gets links to what installing
+    the fork generated there (compiled extensions, vllm/_version.py).
+    """
+    fork, path = fork.resolve(), path.resolve()  # git -C would resolve from fork
+    if (path / ".git").exists():
+        git(path, "reset", "-q", "--hard")
+        git(path, "clean", "-fdq")
+        git(path, "checkout", "-q", "--detach", commit)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+        git(fork, "worktree", "prune")
+        git(fork, "worktree", "add", "-q", "--detach", str(path), commit)
+    built = git(fork, "ls-files", "--others", "--ignored", "--exclude-standard", "vllm")
+    for name in built.stdout.splitlines():
+        link = path / name
+        if "__pycache__" not in name and not os.path.lexists(link):
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(fork / name)
+    return path
+
+
+def series_tests_on_base(fork: Path, path: Path, author: str) -> Path:
+    """The pristine base's code with the series' test files, committed."""
+    worktree(fork, path, BASE_TAG)
+    changed = git(
+        fork, "diff", "--name-only", "--diff-filter=AM", SERIES, "--", "tests"
+    ).stdout.split()
+    if changed:
+        head = git(fork, "rev-parse", "HEAD").stdout.strip()
+        git(path, "checkout", "-q", head, "--", *changed)
+        git(path, "commit", "-q", "-m", "The series' tests", env=identity(author))
+    return path
