@@ -4,16 +4,15 @@ how `setup` and `test` measure each, and which rows the PR renders."""
 from __future__ import annotations
 
 import shlex
-import subprocess
 
-from evidence import ci_impact, matrix, mutate, precommit
+from evidence import ci_impact, matrix, mutate, precommit, suite
 from evidence.pr.sections import checkers_row, precommit_row
+from forktool import process
 from forktool.checks import SETUP, TEST, Check, Context
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
-from forktool.pytest_runner import test_env
 from forktool.results import Measured
-from forktool.tool_checks import repo_pytest
+from forktool.tool_checks import measured, repo_pytest
 from forktool.venv import python
 
 BENCH_RUN = "python3 -m forktool bench"
@@ -34,23 +33,24 @@ def mutants(ctx: Context) -> Measured:
 
 
 def fuzz_catches_base(ctx: Context) -> Measured:
-    """The fuzz's invariants, with the pristine base as the candidate, must fail."""
-    cmd = [python(ctx.venv), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    cmd += ["fuzz", "-s"]
-    env = {**test_env(LAYOUT.hf_home), "FUZZ_AGAINST": "base"}
-    run = subprocess.run(cmd, cwd=LAYOUT.root, env=env, capture_output=True, text=True)
-    shrunk = [line for line in run.stdout.splitlines() if "_violated" in line]
-    print("\n".join(shrunk) or run.stdout[-3000:])
-    ok = run.returncode != 0 and any("agree" in line for line in shrunk)
-    shown = shlex.join(["FUZZ_AGAINST=base", "python", *cmd[1:]])
-    output = "\n".join(shrunk) or run.stdout[-3000:]
+    """The fuzz's invariants, with the pristine base as the candidate, must
+    fail: the fuzz (-s) prints a shrunk counterexample per violated invariant."""
+    against = {"FUZZ_AGAINST": "base"}
+    session = repo_pytest(ctx.venv, "fuzz", "-s", label="fuzz-catches-base", **against)
+    printed = session.log.read_text(errors="replace").splitlines()
+    shrunk = [line for line in printed if "_violated" in line]
+    failed = session.result().with_outcome("failed", "error")
+    print("\n".join(shrunk) or f"no invariant violated (see {session.log})")
+    ok = bool(failed) and any("agree" in line for line in shrunk)
+    shown = shlex.join(["FUZZ_AGAINST=base", "python", "-m", "pytest", "fuzz", "-s"])
+    output = "\n".join(shrunk) or "no invariant violated"
     return Measured(ok, {"violations": len(shrunk)}, {"base": f"$ {shown}\n{output}"})
 
 
 def impact(ctx: Context) -> Measured:
     """The report reads Buildkite YAML, so it runs in the venv (PyYAML)."""
     cmd = [python(ctx.venv), "-m", "evidence.ci_impact", "--fork", str(LAYOUT.fork)]
-    run = subprocess.run(cmd, cwd=LAYOUT.root, capture_output=True, text=True)
+    run = process.run(cmd, cwd=LAYOUT.root, check=False)
     print(run.stdout + run.stderr, end="")
     shown = "python -m evidence.ci_impact --fork build/vllm"
     return Measured(run.returncode == 0, data={"report": run.stdout, "command": shown})
@@ -107,7 +107,9 @@ PLANNER_FUZZ = Check(
     "planner-fuzz",
     "planner fuzz",
     TEST,
-    lambda ctx: repo_pytest(ctx.venv, "fuzz", "-s"),
+    lambda ctx: measured(
+        repo_pytest(ctx.venv, "fuzz", "-s", label="planner-fuzz"), "fuzz", "-s"
+    ),
     in_pr=True,
 )
 FUZZ_CATCHES_BASE = Check(
@@ -121,7 +123,7 @@ UPSTREAM_SELECTION = Check(
     "upstream-selection",
     "upstream selection, fork vs base",
     TEST,
-    lambda ctx: matrix.suite_vs_base(LAYOUT, ctx.tests, ctx.selection),
+    lambda ctx: suite.suite_vs_base(LAYOUT, ctx.tests, ctx.selection),
     in_pr=True,
 )
 BENCH = Check(

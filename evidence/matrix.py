@@ -6,17 +6,14 @@ tests must fail on the base, for the bug rather than for an API the base
 lacks, and everything must pass at every patch, which is what makes the
 series bisectable.
 
-Suite comparison: upstream's CPU selection on the fork, and its collected
-test ids against the pristine base's; the base runs only the tests that do
-not pass on the fork, to tell a failure the series brings from one the base
-already has. The series may add passing tests but must not lose any.
+The GPU-only tests, collected and skipped here; the out-of-tree override
+patterns on the base and on the fork. Upstream's CPU selection against the
+base is evidence/suite.py.
 """
 
 from __future__ import annotations
 
-import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from forktool.errors import ForkToolError
@@ -39,10 +36,15 @@ ok passed, FAIL failed, ERR error, skip skipped, - not present at that patch \
 # A test failing on the base with one of these fails for an API the series
 # adds, not for the bug; a TypeError only when it is about the arguments.
 MISSING_API = ("AttributeError", "ImportError", "ModuleNotFoundError", "NameError")
-_ARGUMENTS = re.compile(
-    r"unexpected keyword argument|required (?:positional|keyword-only) argument"
-    r"|positional arguments? but \d+ (?:was|were) given"
-    r"|multiple values for (?:keyword )?argument|takes no (?:keyword )?arguments"
+ARGUMENTS = (
+    "unexpected keyword argument",
+    "required positional argument",
+    "required keyword-only argument",
+    " was given",
+    " were given",
+    "multiple values for",
+    "takes no arguments",
+    "takes no keyword arguments",
 )
 
 
@@ -84,7 +86,7 @@ def table(columns: dict[str, Result], width: int = 120) -> str:
 def missing_api(exception: str, reason: str) -> bool:
     """A failure for an API the base lacks, not for the bug."""
     return exception in MISSING_API or (
-        exception == "TypeError" and bool(_ARGUMENTS.search(reason))
+        exception == "TypeError" and any(words in reason for words in ARGUMENTS)
     )
 
 
@@ -127,38 +129,60 @@ def regression_matrix(
             name: pool.submit(_regression, runner, tree, selection, name, layout.root)
             for name, tree in named.items()
         }
-        columns = {name: run.result() for name, run in runs.items()}
-        drop_checks_before_their_patch(
-            columns, selection.checks_from, series_subjects(fork)
-        )
-        drop_not_on_base(columns["base+tests"], selection.not_on_base)
-        print(table(columns))
-        details = _matrix_details(columns, selection)
-        if commits:  # the evidence: the same selection on the base and at the head
-            evidence = {
-                side: pool.submit(excerpt, runner, named[name], selection.regression)
-                for side, name in (
-                    ("base", "base+tests"),
-                    ("series", f"{len(commits):04d}"),
-                )
-            }
-            details.excerpts = {side: run.result() for side, run in evidence.items()}
+        done = {name: run.result() for name, run in runs.items()}
+    columns = {name: both[0] for name, both in done.items()}
+    drop_checks_before_their_patch(
+        columns, selection.checks_from, series_subjects(fork)
+    )
+    drop_not_on_base(columns["base+tests"], selection.not_on_base)
+    print(table(columns))
+    details = _matrix_details(columns, selection)
+    if commits:  # the evidence: the same selection on the base and at the head
+        for side, name in (("base", "base+tests"), ("series", f"{len(commits):04d}")):
+            details.excerpts.update(
+                failure_evidence(runner, done[name][1], selection.regression, side)
+            )
+    details.ok = _judged(columns, selection, len(commits))
+    print(f"regression matrix: {'ok' if details.ok else 'FAILED'}")
+    return details
 
-    base = columns.pop("base+tests")
+
+EVIDENCE_FAILURES = 6
+"""The failing tests the visible evidence names; the tracebacks show all."""
+EVIDENCE_LIMIT = 12000
+"""The most characters of tracebacks kept as evidence of one tree."""
+
+
+def failure_evidence(
+    runner: Runner, result: Result, args: tuple[str, ...], side: str
+) -> dict[str, str]:
+    """The excerpts of a run of the regression selection on one side: each
+    failure's message (`side`), and the end of each one's traceback."""
+    tracebacks = excerpt(runner, result, args, tails=True)
+    if len(tracebacks) > EVIDENCE_LIMIT:
+        tracebacks = "…" + tracebacks[-EVIDENCE_LIMIT:]
+    return {
+        side: excerpt(runner, result, args, most=EVIDENCE_FAILURES),
+        f"{side} tracebacks": tracebacks,
+    }
+
+
+def _judged(columns: dict[str, Result], selection: Selection, patches: int) -> bool:
+    """Whether the matrix is as the series needs: the listed tests fail on
+    the base for the bug, and everything passes at each patch."""
+    base = columns["base+tests"]
     problems = base_problems(base, selection.fails_on_base)
-    ok = not problems
+    for name, result in columns.items():
+        if name != "base+tests":
+            failing = result.with_outcome("failed", "error")
+            problems += [f"MATRIX: fails at patch {name}: {test}" for test in failing]
+    if not patches or not columns[f"{patches:04d}"].outcomes:
+        problems.append(
+            "MATRIX: the regression selection ran nothing at the series' head"
+        )
     for problem in problems:
         print(problem)
-    for name, result in columns.items():
-        for test in result.with_outcome("failed", "error"):
-            ok = False
-            print(f"MATRIX: fails at patch {name}: {test}")
-    if not commits or not columns[f"{len(commits):04d}"].outcomes:
-        ok = False
-        print("MATRIX: the regression selection ran nothing at the series' head")
-    print(f"regression matrix: {'ok' if ok else 'FAILED'}")
-    details.ok = ok
-    return details
+    return not problems
 
 
 def drop_not_on_base(base: Result, not_on_base: tuple[str, ...]) -> None:
@@ -215,185 +239,23 @@ def _matrix_details(columns: dict[str, Result], selection: Selection) -> Measure
 
 def _regression(
     runner: Runner, tree: Path, selection: Selection, name: str, repo: Path
-) -> Result:
-    """The series' regression tests and the checks of `repo` (this one), from `tree`.
+) -> tuple[Result, Result]:
+    """The series' regression tests and the checks of `repo` (this one), from
+    `tree`; and the regression tests alone.
 
     The checks run in a pytest of their own, rooted in this repository, so
     that neither configuration applies to the other's tests.
     """
-    result = runner.run(tree, selection.regression, f"regression-{name}")
+    regression = runner.run(tree, selection.regression, f"regression-{name}")
+    both = Result(seconds=regression.seconds)
+    both.update(regression)
     if selection.checks:
         paths = tuple(repo / path for path in selection.checks)
         args = (f"--rootdir={repo}", *map(str, paths))
         checks = runner.run(tree, args, f"checks-{name}", inputs=paths)
-        result.outcomes.update(checks.outcomes)
-        result.reasons.update(checks.reasons)
-        result.seconds += checks.seconds
-    return result
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Upstream's selection on the fork against the same selection on the base."""
-
-    added: list[str]
-    """Collected on the fork only: tests the series adds."""
-    lost: list[str]
-    """Collected on the base only: tests the series removes."""
-    new: list[str]
-    """Fail on the fork, not on the base (or the base lacks them)."""
-    pre_existing: list[str]
-    """Fail on the fork and on the base alike."""
-    skipped: list[str]
-    """Pass on the base, skipped on the fork."""
-    flaky: list[str] = field(default_factory=list)
-    """Failed on the fork, then passed when run there again."""
-
-    @property
-    def ok(self) -> bool:
-        return not (self.lost or self.new or self.skipped)
-
-    def report(self) -> list[str]:
-        kinds = [
-            ("collected on the base, not on the fork", self.lost),
-            ("fails on the fork, not on the base", self.new),
-            ("fails on the fork and on the base (pre-existing)", self.pre_existing),
-            ("passes on the base, skipped on the fork", self.skipped),
-            ("flaky: failed on the fork, passed there when run again", self.flaky),
-        ]
-        return [f"SUITE: {what}: {test}" for what, tests in kinds for test in tests]
-
-
-def needs_base(on_fork: Result, base_ids: set[str]) -> list[str]:
-    """The fork's tests that did not pass and that the base has too."""
-    return sorted(
-        t for t, o in on_fork.outcomes.items() if o != "passed" and t in base_ids
-    )
-
-
-def compare(
-    fork_ids: set[str],
-    base_ids: set[str],
-    on_fork: Result,
-    on_base: Result,
-    again: Result | None = None,
-) -> Comparison:
-    """Classify the fork's outcomes; `on_base` ran `needs_base`'s tests and
-    `again` the fork's failures once more."""
-    flaky = set(again.with_outcome("passed")) if again else set()
-    failing = set(on_fork.with_outcome("failed", "error")) - flaky
-    failing_on_base = failing & set(on_base.with_outcome("failed", "error"))
-    skipped = set(on_fork.with_outcome("skipped")) & set(on_base.with_outcome("passed"))
-    return Comparison(
-        added=sorted(fork_ids - base_ids),
-        lost=sorted(base_ids - fork_ids),
-        new=sorted(failing - failing_on_base),
-        pre_existing=sorted(failing_on_base),
-        skipped=sorted(skipped),
-        flaky=sorted(flaky),
-    )
-
-
-def shards(ids: list[str], count: int) -> list[list[str]]:
-    """`ids` dealt out in turn to `count` shards, keeping their order.
-
-    The variants of one slow parametrized test sit next to each other, so
-    each shard gets about as many of them; whole files would not balance.
-    """
-    return [part for i in range(count) if (part := ids[i::count])]
-
-
-def _on_fork(
-    fork: Path, runner: Runner, name: str, options: tuple[str, ...], ids: list[str]
-) -> Result:
-    """The fork's tests in two processes side by side."""
-    parts = shards(ids, 2)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(
-            pool.map(
-                lambda part: runner.run(
-                    fork, (*options, *part[1]), f"{name}-fork-{part[0]}"
-                ),
-                enumerate(parts, 1),
-            )
-        )
-    merged = Result(seconds=max((r.seconds for r in results), default=0.0))
-    merged.cached = bool(results) and all(r.cached for r in results)
-    for result in results:
-        merged.outcomes.update(result.outcomes)
-        merged.reasons.update(result.reasons)
-    return merged
-
-
-def suite_vs_base(layout: Layout, runner: Runner, selection: Selection) -> Measured:
-    """Upstream's CPU selection on the fork, compared with the pristine base."""
-    fork = layout.fork
-    base = worktree(fork, layout.base_tree, BASE_TAG)
-    ok, runs = True, {}
-    for name, args in selection.runs.items():
-        try:
-            with ThreadPoolExecutor(max_workers=2) as pool:
-                base_collect = pool.submit(
-                    runner.collect, base, args, f"{name}-base-collect"
-                )
-                collected = runner.collect(fork, args, f"{name}-fork-collect")
-                fork_ids, base_ids = set(collected), set(base_collect.result())
-        except ForkToolError as e:
-            print(f"SUITE: {e}")
-            ok = False
-            continue
-        options = tuple(a for a in args if not a.startswith("tests/"))
-        on_fork = _on_fork(fork, runner, name, options, collected)
-        print(f"{name}: fork {on_fork.summary()}")
-        # A failure under load (a subprocess timeout) is judged only if it
-        # fails again on the fork.
-        failed = on_fork.with_outcome("failed", "error")
-        again = (
-            runner.run(fork, (*options, *failed), f"{name}-fork-again")
-            if failed
-            else None
-        )
-        if again is not None:
-            print(
-                f"{name}: fork, the {len(failed)} failed run again: {again.summary()}"
-            )
-        rerun = needs_base(on_fork, base_ids)
-        on_base = (
-            runner.run(base, (*options, *rerun), f"{name}-base") if rerun else Result()
-        )
-        comparison = compare(fork_ids, base_ids, on_fork, on_base, again)
-        print(
-            f"{name}: collected {len(fork_ids)} on the fork, {len(base_ids)} on the "
-            f"base: {len(comparison.added)} only on the fork (added by the series), "
-            f"{len(comparison.lost)} only on the base"
-        )
-        if rerun:
-            print(
-                f"{name}: base, the {len(rerun)} not passing on the fork: "
-                f"{on_base.summary()}"
-            )
-        print("\n".join(comparison.report()) or f"{name}: nothing lost, nothing new")
-        ok = ok and comparison.ok and bool(on_fork.outcomes)
-        runs[name] = {
-            "args": list(args),
-            "fork": {
-                "collected": len(fork_ids),
-                "counts": dict(on_fork.counts()),
-                "seconds": round(on_fork.seconds),
-            },
-            "base": {
-                "collected": len(base_ids),
-                "rerun": len(rerun),
-                "counts": dict(on_base.counts()),
-            },
-            "added": comparison.added,
-            "lost": comparison.lost,
-            "new": comparison.new,
-            "pre_existing": comparison.pre_existing,
-            "flaky": comparison.flaky,
-        }
-    print(f"upstream selection: {'ok' if ok else 'FAILED'}")
-    return Measured(ok, data={"runs": runs})
+        both.update(checks)
+        both.seconds += checks.seconds
+    return both, regression
 
 
 def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> Measured:

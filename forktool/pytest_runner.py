@@ -1,9 +1,14 @@
-"""Run vLLM's own tests from a fork tree on a CPU-only machine, offline.
+"""Run pytest for the tool: vLLM's tests from a fork tree on a CPU-only
+machine, offline, and this repository's own tests.
 
-The selection lives in upstream-tests.toml. Outcomes are read from pytest's
-JUnit XML and cached by the tested tree's git tree id: a clean tree with the
-same content, arguments, fixtures and venv cannot give another result. While
-pytest runs, its verbose log in build/logs/ is read for a progress line.
+The selection lives in upstream-tests.toml. Every run loads the plugin
+forktool/pytest_report.py, which writes each test's outcome as JSON lines
+(pytest's own node ids, each failure's exception and crash message); the
+runner prints a progress line from them while pytest runs (its output goes
+to a log in build/logs/) and reads the outcomes from them at the end.
+Outcomes of vLLM's tests are cached by the tested tree's git tree id: a
+clean tree with the same content, arguments, fixtures and venv cannot give
+another result.
 """
 
 from __future__ import annotations
@@ -11,72 +16,30 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shlex
 import subprocess
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from forktool import process
 from forktool.cache import cache_dir
 from forktool.errors import ForkToolError
 from forktool.git import git
 from forktool.layout import LAYOUT
+from forktool.pytest_outcomes import Progress, Result, read_report
 from forktool.venv import python, venv_id
 
-OUTCOMES = ("passed", "failed", "error", "skipped")
 PROGRESS_EVERY = 20.0
 """Seconds between progress lines while a selection runs."""
-
-
-@dataclass
-class Result:
-    outcomes: dict[str, str] = field(default_factory=dict)
-    """pytest node id -> one of OUTCOMES."""
-    reasons: dict[str, str] = field(default_factory=dict)
-    """pytest node id -> skip reason or failure message."""
-    seconds: float = 0.0
-    cached: bool = False
-
-    def counts(self) -> Counter[str]:
-        return Counter(self.outcomes.values())
-
-    def summary(self) -> str:
-        c = self.counts()
-        text = ", ".join(f"{c[o]} {o}" for o in OUTCOMES if c[o])
-        how = "cached" if self.cached else f"{self.seconds:.0f} s"
-        return f"{text or 'nothing ran'} ({how})"
-
-    def with_outcome(self, *outcomes: str) -> list[str]:
-        return sorted(t for t, o in self.outcomes.items() if o in outcomes)
-
-    def exceptions(self) -> dict[str, str]:
-        """Each failed or errored test's exception type ("" when its message
-        names none)."""
-        failing = self.with_outcome("failed", "error")
-        return {t: exception(self.reasons.get(t, "")) for t in failing}
-
-
-_NAME = re.compile(r"[A-Za-z_][\w.]*")
-
-
-def exception(message: str) -> str:
-    """The exception type in a JUnit failure message as pytest writes it:
-    the exception's last line as Python prints it ("mod.TypeError: ..."),
-    but "assert ..." for an assert it rewrote, and wrapped in 'failed on
-    setup with "..."' for a fixture's error. pytest writes no type attribute."""
-    for when in ("setup", "teardown"):
-        wrapped = f'failed on {when} with "'
-        if message.startswith(wrapped):
-            message = message.removeprefix(wrapped).removesuffix('"')
-    first = message.partition("\n")[0]
-    if first == "assert" or first.startswith("assert "):
-        return "AssertionError"
-    name = first.partition(":")[0]
-    return name.rpartition(".")[2] if _NAME.fullmatch(name) else ""
+ROOT = Path(__file__).resolve().parents[1]
+"""This repository, which holds the plugin (forktool/pytest_report.py)."""
+PLUGIN = ("-p", "forktool.pytest_report")
+CACHE_FORMAT = "report-1"
+"""Part of each cached outcome's key: a new format of Result, a new key."""
 
 
 def test_env(hf_home: Path) -> dict[str, str]:
@@ -94,10 +57,71 @@ def test_env(hf_home: Path) -> dict[str, str]:
     }
 
 
+def report_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` with this repository last on PYTHONPATH, for the plugin: after
+    the tree pytest runs in (`python -m pytest` puts it first) and after
+    what PYTHONPATH held already."""
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {**env, "PYTHONPATH": os.pathsep.join([*paths, str(ROOT)])}
+
+
+def report_args(path: Path) -> list[str]:
+    """pytest's arguments that load the plugin writing its report to `path`."""
+    return [*PLUGIN, f"--forktool-report={path}"]
+
+
+@dataclass
+class Session:
+    """One pytest process's end: its exit status, the plugin's records, the
+    log its output went to and how long it ran."""
+
+    status: int
+    records: list[dict[str, Any]]
+    log: Path
+    seconds: float
+
+    def result(self) -> Result:
+        return Result.of(self.records, self.seconds)
+
+    def collection_errors(self) -> list[str]:
+        return [
+            f"{r['nodeid']}: {r.get('message', '')}"
+            for r in self.records
+            if r.get("when") == "collect" and r.get("outcome") == "failed"
+        ]
+
+
+def run_pytest(
+    cmd: list[str], cwd: Path, env: dict[str, str], log: Path, label: str
+) -> Session:
+    """Run `cmd` (python -m pytest ...) with the plugin, its output to `log`,
+    a progress line every PROGRESS_EVERY seconds."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp, log.open("w") as out:
+        report = Path(tmp, "report.jsonl")
+        line = shlex.join(cmd[1:])
+        out.write(f"{line}\n\n")
+        out.flush()
+        shown = line if len(line) < 400 else f"{line[:400]} ..."
+        print(f"[{label}] {shown}  (log: {log})", flush=True)
+        full = [*cmd, *report_args(report)]
+        start = time.monotonic()
+        proc = process.start(full, cwd=cwd, env=report_env(env), stdout=out, stderr=out)
+        while True:
+            try:
+                status = proc.wait(timeout=PROGRESS_EVERY)
+                break
+            except subprocess.TimeoutExpired:
+                progress = Progress.of(read_report(report))
+                seconds = time.monotonic() - start
+                print(f"[{label}] {progress.line(seconds)}", flush=True)
+        return Session(status, read_report(report), log, time.monotonic() - start)
+
+
 def node_id(tree: Path, classname: str, name: str) -> str:
     """pytest's node id from JUnit's dotted classname (module, then classes).
 
-    Modules are looked up in the tree, then in this repository (checks/).
+    Only for evidence.mutate's warm pytest until it loads the plugin too.
     """
     parts = classname.split(".")
     for root in (tree, LAYOUT.root):
@@ -109,6 +133,7 @@ def node_id(tree: Path, classname: str, name: str) -> str:
 
 
 def parse_junit(tree: Path, junit: Path) -> Result:
+    """A Result from pytest's JUnit XML (evidence.mutate's warm pytest only)."""
     result = Result()
     for case in ET.parse(junit).iter("testcase"):
         test = node_id(tree, case.get("classname", ""), case.get("name", ""))
@@ -118,7 +143,6 @@ def parse_junit(tree: Path, junit: Path) -> Result:
                 status = {"failure": "failed"}.get(child.tag, child.tag)
                 reason = child.get("message", "")
                 break
-        # A test that fails in teardown is reported twice; keep the failure.
         if result.outcomes.get(test) not in ("failed", "error"):
             result.outcomes[test] = status
             result.reasons[test] = reason
@@ -141,51 +165,6 @@ def _digest(*roots: Path) -> str:
                 digest.update(str(path.relative_to(root.parent)).encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-# pytest -v: "tests/a.py::test_b PASSED   [ 4%]"; with xdist:
-# "[gw0] [  4%] PASSED tests/a.py::test_b".
-_VERDICT = r"(?P<outcome>PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)"
-_REPORTS = (
-    re.compile(rf"^(?P<test>\S+::.+?) {_VERDICT}\b"),
-    re.compile(rf"^\[gw\d+\] \[\s*\d+%\] {_VERDICT} (?P<test>\S+::.+?)\s*$"),
-)
-# The header: "collecting ... collected 40 items / 3 deselected / 37 selected",
-# "collecting ... collected 40 items"; with xdist "2 workers [37 items]".
-_TOTAL = re.compile(
-    r"collected \d+ items? / .*?(\d+) selected$|collected (\d+) items?$"
-    r"|^\d+ workers? \[(\d+) items?\]$",
-    re.M,
-)
-
-
-@dataclass(frozen=True)
-class Progress:
-    done: int
-    failed: int
-    total: int | None
-
-    @classmethod
-    def of(cls, log: str) -> Progress:
-        """How far a `pytest -v` run has come, from its output so far."""
-        outcomes: dict[str, str] = {}
-        for line in log.splitlines():
-            match = _REPORTS[0].match(line) or _REPORTS[1].match(line)
-            # A test that errors in teardown after passing is reported twice.
-            if match and outcomes.get(match["test"]) not in ("FAILED", "ERROR"):
-                outcomes[match["test"]] = match["outcome"]
-        failed = sum(o in ("FAILED", "ERROR") for o in outcomes.values())
-        header = _TOTAL.search(log)
-        total = int(next(n for n in header.groups() if n)) if header else None
-        return cls(len(outcomes), failed, total)
-
-    def line(self, seconds: float) -> str:
-        of = f"/{self.total}" if self.total is not None else ""
-        minutes, rest = divmod(int(seconds), 60)
-        return (
-            f"{self.done}{of} tests done, {self.failed} failed, "
-            f"{minutes} min {rest:02d} s"
-        )
 
 
 @dataclass(frozen=True)
@@ -214,6 +193,7 @@ class Runner:
             return None
         key = json.dumps(
             [
+                CACHE_FORMAT,
                 kind,
                 content,
                 args,
@@ -236,31 +216,30 @@ class Runner:
         deselect = [f"--deselect={test}" for test in self.excluded]
         return ["-p", "no:cacheprovider", *deselect, *args]
 
-    def _pytest(self, tree: Path, args: tuple[str, ...]) -> list[str]:
+    def _pytest(self, tree: Path, args: tuple[str, ...], label: str) -> Session:
         # `python -m pytest` puts the working directory first on sys.path,
         # so `import vllm` loads this tree's vllm/, whichever tree it is.
-        return [python(self.venv), "-m", "pytest", *self.arguments(tree, args)]
+        cmd = [str(python(self.venv)), "-m", "pytest", *self.arguments(tree, args)]
+        env = test_env(self.hf_home)
+        return run_pytest(cmd, tree, env, self.logs / f"{label}.log", label)
 
     def collect(self, tree: Path, args: tuple[str, ...], label: str) -> list[str]:
         """The test ids `args` select in `tree` (pytest --collect-only)."""
         cached = self._cached("collect", tree, args)
         if cached and cached.exists():
-            return json.loads(cached.read_text())
-        self.logs.mkdir(parents=True, exist_ok=True)
-        log = self.logs / f"{label}.log"
-        cmd = [*self._pytest(tree, args), "--collect-only", "-q"]
-        start = time.monotonic()
-        with log.open("w") as out:
-            code = subprocess.run(
-                cmd, cwd=tree, env=test_env(self.hf_home), stdout=out, stderr=out
-            ).returncode
-        seconds = time.monotonic() - start
-        print(f"[{label}] collected in {seconds:.0f} s (log: {log})", flush=True)
-        if code not in (0, 5):  # 5: nothing collected
-            raise ForkToolError(f"pytest could not collect {label}; see {log}")
-        # One id a line; warnings that follow may name ids too, indented.
-        lines = log.read_text().splitlines()
-        ids = [t for t in lines if "::" in t and (tree / t.split("::")[0]).is_file()]
+            return list(json.loads(cached.read_text()))
+        session = self._pytest(tree, (*args, "--collect-only", "-q"), label)
+        print(
+            f"[{label}] collected in {session.seconds:.0f} s (log: {session.log})",
+            flush=True,
+        )
+        collected = [r for r in session.records if r.get("event") == "collected"]
+        if session.status not in (0, 5) or not collected:  # 5: nothing collected
+            errors = "".join(f"\n  {e}" for e in session.collection_errors()[:5])
+            raise ForkToolError(
+                f"pytest could not collect {label}; see {session.log}{errors}"
+            )
+        ids: list[str] = collected[0]["ids"]
         if cached:
             cached.parent.mkdir(parents=True, exist_ok=True)
             cached.write_text(json.dumps(ids))
@@ -280,50 +259,38 @@ class Runner:
         cached = self._cached("run", tree, args, inputs)
         if cached and cached.exists():
             return Result(**json.loads(cached.read_text()), cached=True)
-
-        self.logs.mkdir(parents=True, exist_ok=True)
-        log = self.logs / f"{label}.log"
-        with tempfile.TemporaryDirectory() as tmp, log.open("w") as out:
-            junit = Path(tmp, "junit.xml")
-            cmd = [*self._pytest(tree, args), "-v", "-rfE", f"--junitxml={junit}"]
-            line = " ".join(cmd[1:])
-            out.write(f"{line}\n\n")
-            out.flush()
-            shown = line if len(line) < 400 else f"{line[:400]} ..."
-            print(f"[{label}] {shown}  (log: {log})", flush=True)
-            start = time.monotonic()
-            proc = subprocess.Popen(
-                cmd, cwd=tree, env=test_env(self.hf_home), stdout=out, stderr=out
-            )
-            while True:
-                try:
-                    proc.wait(timeout=PROGRESS_EVERY)
-                    break
-                except subprocess.TimeoutExpired:
-                    progress = Progress.of(log.read_text(errors="replace"))
-                    seconds = time.monotonic() - start
-                    print(f"[{label}] {progress.line(seconds)}", flush=True)
-            result = parse_junit(tree, junit) if junit.exists() else Result()
-        result.seconds = time.monotonic() - start
+        result = self._pytest(tree, (*args, "-v", "-rfE"), label).result()
         if cached and result.outcomes:
             cached.parent.mkdir(parents=True, exist_ok=True)
-            data = {k: getattr(result, k) for k in ("outcomes", "reasons", "seconds")}
-            cached.write_text(json.dumps(data))
+            cached.write_text(json.dumps(result.data()))
         return result
 
+    def command(self, args: tuple[str, ...]) -> str:
+        """How to run `args` by hand from a tree's root, as this runner does."""
+        deselect = [f"--deselect={test}" for test in self.excluded]
+        pytest = ["python", "-m", "pytest", "-q", *deselect, *args]
+        shown = "HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES='' VLLM_TARGET_DEVICE=cpu "
+        return shown + shlex.join(pytest)
 
-def excerpt(
-    runner: Runner, tree: Path, args: tuple[str, ...], limit: int = 12000
-) -> str:
-    """A fresh pytest run of `args` in `tree` with short tracebacks, as evidence
-    for a reader: the command (as run from the tree's root) and its output,
-    cut to its last `limit` characters."""
-    deselect = [f"--deselect={test}" for test in runner.excluded]
-    pytest = ["python", "-m", "pytest", "-q", "-rfE", "--tb=short", *deselect, *args]
-    cmd = [python(runner.venv), *pytest[1:], "-p", "no:cacheprovider"]
-    run = subprocess.run(
-        cmd, cwd=tree, env=test_env(runner.hf_home), capture_output=True, text=True
-    )
-    shown = "HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES='' VLLM_TARGET_DEVICE=cpu "
-    output = (run.stdout + run.stderr).strip()
-    return f"$ {shown}{shlex.join(pytest)}\n{output[-limit:]}"
+
+def failures(result: Result, most: int | None = None, tails: bool = False) -> str:
+    """Each failed or errored test with its exception's message (the first
+    `most`; with `tails`, the end of its traceback too), then the counts."""
+    failing = result.with_outcome("failed", "error")
+    lines = []
+    for test in failing[:most]:
+        word = "FAILED" if result.outcomes[test] == "failed" else "ERROR"
+        message = result.reasons.get(test, "").strip().partition("\n")[0]
+        lines.append(f"{word} {test} - {message}" if message else f"{word} {test}")
+        tail = result.tails.get(test, "")
+        if tails and tail:
+            lines += [f"    {line}" for line in tail.splitlines()]
+    if most is not None and len(failing) > most:
+        lines.append(f"({len(failing) - most} more failing tests)")
+    return "\n".join([*lines, result.summary()])
+
+
+def excerpt(runner: Runner, result: Result, args: tuple[str, ...], **how: Any) -> str:
+    """Evidence for a reader of a run of `args`: the command to run it by
+    hand, then `failures(result, **how)`."""
+    return f"$ {runner.command(args)}\n{failures(result, **how)}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import tempfile
 from pathlib import Path
 
 from forktool import process
@@ -13,7 +12,7 @@ from forktool.checks import SETUP, TEST, Check, Context
 from forktool.errors import ForkToolError
 from forktool.export import export
 from forktool.layout import LAYOUT
-from forktool.pytest_runner import parse_junit, test_env
+from forktool.pytest_runner import Session, failures, run_pytest, test_env
 from forktool.results import Measured
 from forktool.venv import python
 
@@ -21,18 +20,30 @@ from forktool.venv import python
 CODE = ("forktool", "evidence", "checks", "fuzz", "tests")
 
 
-def repo_pytest(venv: Path, *args: str) -> Measured:
-    """This repository's own tests, in the fork's venv (pytest, vLLM for fuzz)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        junit = Path(tmp, "junit.xml")
-        cmd = [python(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
-        code, output = process.tee(
-            [*cmd, f"--junitxml={junit}"], LAYOUT.root, test_env(LAYOUT.hf_home)
-        )
-        counts = parse_junit(LAYOUT.root, junit).counts() if junit.exists() else {}
-    shown = shlex.join(["python", *cmd[1:]])
-    tail = "\n".join(output.strip().splitlines()[-15:])
-    return Measured(code == 0, dict(counts), {"output": f"$ {shown}\n{tail}"})
+def repo_pytest(
+    venv: Path, *args: str, label: str = "tool-tests", **added: str
+) -> Session:
+    """This repository's own tests, in the fork's venv (pytest, vLLM for fuzz),
+    through the runner (output in build/logs/`label`.log); `added` to the
+    environment."""
+    cmd = [str(python(venv)), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    env = {**test_env(LAYOUT.hf_home), **added}
+    return run_pytest(cmd, LAYOUT.root, env, LAYOUT.logs / f"{label}.log", label)
+
+
+def measured(session: Session, *args: str) -> Measured:
+    """What a run of this repository's tests measured: the counts, and as
+    the excerpt, the command with each failure's message and the counts."""
+    result = session.result()
+    said = failures(result, most=20)
+    print(said)
+    shown = shlex.join(["python", "-m", "pytest", "-q", *args])
+    ok = session.status == 0 and bool(result.outcomes)
+    return Measured(ok, dict(result.counts()), {"output": f"$ {shown}\n{said}"})
+
+
+def tool_tests(ctx: Context) -> Measured:
+    return measured(repo_pytest(ctx.venv, "tests"), "tests")
 
 
 def code_check(venv: Path, *commands: list[str]) -> Measured:
@@ -73,9 +84,7 @@ VENV_SELF_CHECK = Check(
     in_setup=True,
     required=True,
 )
-TOOL_TESTS = Check(
-    "tool-tests", "tool tests", TEST, lambda ctx: repo_pytest(ctx.venv, "tests")
-)
+TOOL_TESTS = Check("tool-tests", "tool tests", TEST, tool_tests)
 RUFF = Check(
     "ruff",
     "ruff on the tool's code",

@@ -6,13 +6,11 @@ import pytest
 
 from evidence.matrix import (
     base_problems,
-    compare,
     drop_checks_before_their_patch,
     drop_not_on_base,
-    needs_base,
-    shards,
     table,
 )
+from evidence.suite import compare, needs_base, shards
 from forktool.errors import ForkToolError
 from forktool.pytest_runner import Result
 

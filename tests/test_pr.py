@@ -11,13 +11,15 @@ import pytest
 
 from evidence import bench
 from evidence.bench import Case
+from evidence.matrix import EVIDENCE_FAILURES, failure_evidence
 from evidence.pr import description
 from evidence.pr import make as pr
-from evidence.pr.sections import MAX_E_LINES, failure_lines
 from forktool import results
 from forktool.check_runs import all_checks
 from forktool.errors import ForkToolError
 from forktool.git import git, identity
+from forktool.pytest_outcomes import Result
+from forktool.pytest_runner import Runner
 from forktool.results import CheckResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,8 +116,10 @@ def synthetic_results(store: Path, tree: str) -> None:
         "regression-matrix": (
             {"base+tests failed": 2},
             {
-                "base": f"{base_cmd}\nE   assert False is True\nFAILED t::a - "
-                "assert False is True\nFAILED t::b - boom\n2 failed, 1 passed in 3.1s",
+                "base": f"{base_cmd}\nFAILED t::a - "
+                "assert False is True\nFAILED t::b - boom\n1 passed, 2 failed (3 s)",
+                "base tracebacks": "FAILED t::a - assert False is True\n"
+                "    E   assert False is True",
                 "series": f"{base_cmd}\n3 passed in 2.9s",
             },
             {"columns": columns, "table": "t::a  FAIL  ok  ok", "args": ["tests"]},
@@ -522,48 +526,41 @@ def test_mutants_recorded_without_their_kind_are_not_counted(fork, tmp_path):
     assert "<summary>Each mutant</summary>" not in text
 
 
-# A base run as pytest prints it with -rfE --tb=short, noise included.
+# What a traceback's end holds besides the assertion: captured log noise.
 HF_RETRY = (
     "ERROR    vllm.transformers_utils.repo_utils:repo_utils.py:126 Error "
     "retrieving safetensors: Cannot reach https://huggingface.co/Qwen/Qwen3-0.6B/"
     "resolve/main/model.safetensors: offline mode is enabled., retrying 1 of 2"
 )
-NOISY_BASE = "\n".join(
-    [
-        "$ python -m pytest -q -rfE --tb=short tests -k zero",
-        ".FF" + " " * 70 + "[100%]",
-        "=" * 35 + " FAILURES " + "=" * 35,
-        "_ test_zero[mixed] _",
-        "tests/test_core.py:12: in test_zero",
-        "    assert output.new_block_ids_to_zero == expected",
-        "E   assert None == [1, 2]",
-        "E    +  where None = output.new_block_ids_to_zero",
-        "-" * 30 + " Captured log call " + "-" * 31,
-        HF_RETRY,
-        "WARNING  vllm.transformers_utils.config:config.py:1529 Could not "
-        "retrieve safetensors metadata for Qwen/Qwen3-0.6B",
-        "=" * 27 + " short test summary info " + "=" * 28,
-        "FAILED tests/test_core.py::test_zero[mixed] - assert None == [1, 2]",
-        "FAILED tests/test_core.py::test_zero[other] - assert None == [3]",
-        "2 failed, 1 passed in 3.10s",
-    ]
-)
+RUNNER = Runner(Path("venv"), Path("fixtures"), Path("hf"), {}, Path("logs"))
 
 
-def test_the_failure_excerpt_keeps_assertions_and_drops_noise():
-    shown = failure_lines(NOISY_BASE).splitlines()
-    assert shown == [
-        "$ python -m pytest -q -rfE --tb=short tests -k zero",
-        "E   assert None == [1, 2]",
-        "E    +  where None = output.new_block_ids_to_zero",
-        "FAILED tests/test_core.py::test_zero[mixed] - assert None == [1, 2]",
-        "FAILED tests/test_core.py::test_zero[other] - assert None == [3]",
-        "2 failed, 1 passed in 3.10s",
+def failing(count: int) -> Result:
+    """A run of the regression selection with `count` failures and a pass."""
+    result = Result(outcomes={"tests/test_core.py::test_ok": "passed"}, seconds=3.1)
+    for i in range(count):
+        test = f"tests/test_core.py::test_zero[{i}]"
+        result.outcomes[test] = "failed"
+        result.reasons[test] = f"assert None == [{i}]\n +  where None = output.x"
+        result.exception_types[test] = "AssertionError"
+        result.tails[test] = f"E   assert None == [{i}]\n{HF_RETRY}"
+    return result
+
+
+def test_the_failure_evidence_is_each_failure_with_its_message():
+    found = failure_evidence(RUNNER, failing(2), ("tests", "-k", "zero"), "base")
+    assert found["base"].splitlines() == [
+        "$ HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES='' VLLM_TARGET_DEVICE=cpu "
+        "python -m pytest -q tests -k zero",
+        "FAILED tests/test_core.py::test_zero[0] - assert None == [0]",
+        "FAILED tests/test_core.py::test_zero[1] - assert None == [1]",
+        "1 passed, 2 failed (3 s)",
     ]
-    many = "\n".join(f"E   line {i}" for i in range(MAX_E_LINES + 5))
-    kept = failure_lines(many).splitlines()
-    assert kept[-1] == "(5 more `E ` lines in the full output)"
-    assert len(kept) == MAX_E_LINES + 1
+    assert "offline mode is enabled" in found["base tracebacks"]
+    many = failure_evidence(RUNNER, failing(EVIDENCE_FAILURES + 5), (), "base")
+    kept = many["base"].splitlines()
+    assert kept[-2] == "(5 more failing tests)"
+    assert len(kept) == EVIDENCE_FAILURES + 3
 
 
 def heavy_results(store: Path, tree: str) -> None:
@@ -571,11 +568,7 @@ def heavy_results(store: Path, tree: str) -> None:
     with many failures, many mutants, long CI and matrix tables, a bench."""
     synthetic_results(store, tree)
     matrix = stored(store, "regression-matrix")
-    failures = "\n".join(
-        f"E   assert None == [{i}]\nFAILED t::t{i} - assert None == [{i}]"
-        for i in range(30)
-    )
-    matrix.excerpts["base"] = NOISY_BASE + "\n" + failures
+    matrix.excerpts.update(failure_evidence(RUNNER, failing(30), ("tests",), "base"))
     matrix.data["table"] = "\n".join(f"t::t{i}  FAIL  ok  ok" for i in range(60))
     results.write(store, matrix)
     mutants = stored(store, "mutants")
@@ -600,9 +593,10 @@ def test_the_description_shows_at_most_the_line_budget_outside_details(fork, tmp
     assert collapsed.count("| x | y |") == 60  # the CI impact report
     assert "t::t59  FAIL  ok  ok" in collapsed  # the per-test matrix
     assert "Differential planner fuzz" in collapsed  # the fork's checks
-    # The visible excerpt has the assertions, the noise only the full output.
+    # The visible excerpt has the failures' messages, the noise only the
+    # tracebacks' ends.
     visible = re.sub(r"<details>.*?</details>", "", text, flags=re.S)
-    assert "E   assert None == [1, 2]" in visible
+    assert "test_zero[0] - assert None == [0]" in visible
     assert "offline mode is enabled" not in visible
     assert "offline mode is enabled" in collapsed
 

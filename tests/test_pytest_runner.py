@@ -1,4 +1,5 @@
-"""Reading pytest's output while it runs, and uv's index options: no vLLM."""
+"""The runner: outcomes and progress from the plugin's report, runs in tiny
+trees, the cache; no vLLM."""
 
 from __future__ import annotations
 
@@ -7,86 +8,67 @@ import sys
 from pathlib import Path
 
 from evidence import matrix
-from forktool import upstream
-from forktool.pytest_runner import Progress, Runner, exception
+from forktool import pytest_runner
+from forktool.pytest_outcomes import Progress, Result, exception, read_report
+from forktool.pytest_runner import Runner
 from forktool.selection import Selection
 
-# Real `pytest -v -rfE` output (pytest 9.1) of a file with a pass, a failure,
-# a skip, a test that errors in teardown after passing, ids with a space and
-# with "::" in a parameter, and an xfail; one test deselected with -k.
-VERBOSE = """\
-============================= test session starts ==============================
-platform linux -- Python 3.11.7, pytest-9.1.0, pluggy-1.7.0 -- /venv/bin/python
-rootdir: /tmp/ptest
-collecting ... collected 8 items / 1 deselected / 7 selected
 
-test_demo.py::test_a PASSED                                              [ 14%]
-test_demo.py::test_b FAILED                                              [ 28%]
-test_demo.py::test_c SKIPPED (x)                                         [ 42%]
-test_demo.py::test_d PASSED                                              [ 57%]
-test_demo.py::test_d ERROR                                               [ 57%]
-test_demo.py::test_e[a b] PASSED                                         [ 71%]
-test_demo.py::test_e[c::d] PASSED                                        [ 85%]
-test_demo.py::test_f XFAIL                                               [100%]
+def report(nodeid: str, when: str, outcome: str) -> dict:
+    return {"event": "report", "nodeid": nodeid, "when": when, "outcome": outcome}
 
-==================================== ERRORS ====================================
-_________________________ ERROR at teardown of test_d __________________________
-E       RuntimeError: teardown
-=========================== short test summary info ============================
-FAILED test_demo.py::test_b - assert 0
-ERROR test_demo.py::test_d - RuntimeError: teardown
-=== 1 failed, 4 passed, 1 skipped, 1 deselected, 1 xfailed, 1 error in 0.51s ===
-"""
+
+# What the plugin writes for a pass, a failure, a skip, a test that errors
+# in teardown after passing, and a collection error (a module that does not
+# import), 7 tests collected.
+RECORDS = [
+    {"event": "collected", "count": 7},
+    report("t.py::test_a", "setup", "passed"),
+    report("t.py::test_a", "call", "passed"),
+    report("t.py::test_a", "teardown", "passed"),
+    report("t.py::test_b", "setup", "passed"),
+    report("t.py::test_b", "call", "failed"),
+    report("t.py::test_b", "teardown", "failed"),
+    report("t.py::test_c", "setup", "skipped"),
+    report("t.py::test_c", "teardown", "passed"),
+    report("t.py::test_d", "setup", "passed"),
+    report("t.py::test_d", "call", "passed"),
+    report("t.py::test_d", "teardown", "failed"),
+    report("u.py", "collect", "failed"),
+]
 
 
 def test_progress_counts_each_test_once_and_keeps_a_teardown_error():
-    assert Progress.of(VERBOSE) == Progress(done=7, failed=2, total=7)
+    assert Progress.of(RECORDS) == Progress(done=5, failed=3, total=7)
+    outcomes = Result.of(RECORDS).outcomes
+    assert outcomes == {
+        "t.py::test_a": "passed",
+        "t.py::test_b": "failed",
+        "t.py::test_c": "skipped",
+        "t.py::test_d": "error",
+        "u.py": "error",
+    }
 
 
 def test_progress_while_a_run_is_under_way():
-    partial = VERBOSE[: VERBOSE.index("test_demo.py::test_c")]
-    assert Progress.of(partial) == Progress(done=2, failed=1, total=7)
+    assert Progress.of(RECORDS[:6]) == Progress(done=2, failed=1, total=7)
 
 
 def test_progress_before_collection_has_no_total():
-    assert Progress.of("collecting ... ") == Progress(done=0, failed=0, total=None)
+    assert Progress.of([]) == Progress(done=0, failed=0, total=None)
 
 
-def test_progress_total_without_deselection():
-    log = "collecting ... collected 12 items\n\ntests/a.py::test_x PASSED  [  8%]\n"
-    assert Progress.of(log) == Progress(done=1, failed=0, total=12)
+def test_a_report_line_still_being_written_is_left_out(tmp_path):
+    path = tmp_path / "report.jsonl"
+    path.write_text('{"event": "collected", "count": 2}\n{"event": "rep')
+    assert read_report(path) == [{"event": "collected", "count": 2}]
+    assert read_report(tmp_path / "none.jsonl") == []
 
 
 def test_progress_line():
     line = Progress(done=40, failed=1, total=300).line(125.7)
     assert line == "40/300 tests done, 1 failed, 2 min 05 s"
     assert Progress(0, 0, None).line(3) == "0 tests done, 0 failed, 0 min 03 s"
-
-
-# The same run under pytest-xdist (-n 2), as pytest-xdist 3.8 prints it.
-XDIST = """\
-created: 2/2 workers
-2 workers [7 items]
-
-scheduling tests via LoadScheduling
-
-test_demo.py::test_a 
-test_demo.py::test_c 
-[gw1] [ 14%] SKIPPED test_demo.py::test_c 
-[gw0] [ 28%] PASSED test_demo.py::test_a 
-test_demo.py::test_d 
-test_demo.py::test_b 
-[gw1] [ 42%] PASSED test_demo.py::test_d 
-[gw0] [ 57%] FAILED test_demo.py::test_b 
-[gw1] [ 57%] ERROR test_demo.py::test_d 
-test_demo.py::test_e[c::d] 
-test_demo.py::test_e[a b] 
-[gw1] [ 71%] PASSED test_demo.py::test_e[a b] 
-"""
-
-
-def test_progress_under_xdist():
-    assert Progress.of(XDIST) == Progress(done=5, failed=2, total=7)
 
 
 def tiny_tree(tmp_path, name: str, text: str) -> tuple[Path, Runner]:
@@ -111,7 +93,7 @@ def test_runner_collects_runs_reports_progress_and_caches(
 ):
     """A real pytest run in a tiny committed tree, with this interpreter."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(upstream, "PROGRESS_EVERY", 0.2)
+    monkeypatch.setattr(pytest_runner, "PROGRESS_EVERY", 0.2)
     tree, runner = tiny_tree(
         tmp_path,
         "test_x.py",
@@ -173,8 +155,8 @@ def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(
     }
 
 
-def test_each_failure_names_its_exception_from_pytests_junit(tmp_path, monkeypatch):
-    """pytest's JUnit XML has no exception type; its message names it."""
+def test_each_failure_names_its_exception(tmp_path, monkeypatch):
+    """The exception pytest caught, kept in the cache too."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
     tree, runner = tiny_tree(
         tmp_path,

@@ -67,49 +67,6 @@ def collapsed(summary: str, body: str) -> str:
     return f"<details>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>"
 
 
-# pytest's final tally, e.g. "6 failed, 5 passed in 3.1s" (bare or in `=` rules).
-_TALLY = re.compile(r"^=*\s*\d+ (passed|failed|error|errors|skipped)\b.* in [\d.]+s")
-# pytest's short summary lines; a captured log line ("ERROR    logger:...") is not.
-_SUMMARY = re.compile(r"^(FAILED|ERROR) \S")
-# The most `E ` and FAILED/ERROR lines an excerpt shows of each; the full
-# output stays collapsed below it.
-MAX_E_LINES = 6
-MAX_SUMMARY_LINES = 6
-
-
-def failure_lines(excerpt: str) -> str:
-    """What a reader needs of a pytest run: the command, the failing assertions
-    (pytest's `E ` lines), the FAILED/ERROR summary lines and the final tally.
-
-    Log noise (captured logs such as Hugging Face's offline retries, tracebacks,
-    progress dots) is left out, and each kind of line is capped.
-    """
-    lines = excerpt.splitlines()
-    keep = [lines[0]] if lines and lines[0].startswith("$ ") else []
-    shown = {"E": 0, "summary": 0}
-    left = {"E": 0, "summary": 0}
-    for line in lines[len(keep) :]:
-        if line.startswith("E "):
-            kind, cap = "E", MAX_E_LINES
-        elif _SUMMARY.match(line):
-            kind, cap = "summary", MAX_SUMMARY_LINES
-        elif _TALLY.match(line):
-            keep.append(line)
-            continue
-        else:
-            continue
-        if shown[kind] < cap:
-            keep.append(line)
-            shown[kind] += 1
-        else:
-            left[kind] += 1
-    if left["E"]:
-        keep.append(f"({left['E']} more `E ` lines in the full output)")
-    if left["summary"]:
-        keep.append(f"({left['summary']} more FAILED/ERROR lines in the full output)")
-    return "\n".join(keep)
-
-
 def matrix_rows(matrix: CheckResult | None) -> tuple[list[str], str]:
     """Table rows for the regression tests, and the evidence below the table."""
     if matrix is None:
@@ -127,14 +84,17 @@ def matrix_rows(matrix: CheckResult | None) -> tuple[list[str], str]:
         ("base", "On the base's code, with the series' test files"),
         ("series", "On the series"),
     ):
+        # Each failure's message, from the run's report (the matrix's
+        # failure_evidence); the end of each traceback collapsed below.
         text = matrix.excerpts.get(side)
         if not text:
             parts.append(f"{title}: {NOT_MEASURED}.\n")
             continue
-        summary = failure_lines(text)
-        parts += [f"{title}:\n", fence(summary) + "\n"]
-        if summary != text:
-            parts.append(collapsed("Full output", fence(text)) + "\n")
+        parts += [f"{title}:\n", fence(text) + "\n"]
+        tracebacks = matrix.excerpts.get(f"{side} tracebacks")
+        if tracebacks and tracebacks != text:
+            parts.append(collapsed("The end of each traceback", fence(tracebacks)))
+            parts.append("")
     parts.append(
         collapsed(
             "Regression matrix: each test on the base and at each patch",

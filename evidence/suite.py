@@ -1,0 +1,197 @@
+"""Upstream's CPU selection on the fork, and its collected test ids against
+the pristine base's; the base runs only the tests that do not pass on the
+fork, to tell a failure the series brings from one the base already has.
+The series may add passing tests but must not lose any.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forktool.errors import ForkToolError
+from forktool.git import BASE_TAG
+from forktool.layout import Layout
+from forktool.pytest_runner import Result, Runner
+from forktool.results import Measured
+from forktool.selection import Selection
+from forktool.worktrees import worktree
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Upstream's selection on the fork against the same selection on the base."""
+
+    added: list[str]
+    """Collected on the fork only: tests the series adds."""
+    lost: list[str]
+    """Collected on the base only: tests the series removes."""
+    new: list[str]
+    """Fail on the fork, not on the base (or the base lacks them)."""
+    pre_existing: list[str]
+    """Fail on the fork and on the base alike."""
+    skipped: list[str]
+    """Pass on the base, skipped on the fork."""
+    flaky: list[str] = field(default_factory=list)
+    """Failed on the fork, then passed when run there again."""
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.new or self.skipped)
+
+    def report(self) -> list[str]:
+        kinds = [
+            ("collected on the base, not on the fork", self.lost),
+            ("fails on the fork, not on the base", self.new),
+            ("fails on the fork and on the base (pre-existing)", self.pre_existing),
+            ("passes on the base, skipped on the fork", self.skipped),
+            ("flaky: failed on the fork, passed there when run again", self.flaky),
+        ]
+        return [f"SUITE: {what}: {test}" for what, tests in kinds for test in tests]
+
+
+def needs_base(on_fork: Result, base_ids: set[str]) -> list[str]:
+    """The fork's tests that did not pass and that the base has too."""
+    return sorted(
+        t for t, o in on_fork.outcomes.items() if o != "passed" and t in base_ids
+    )
+
+
+def compare(
+    fork_ids: set[str],
+    base_ids: set[str],
+    on_fork: Result,
+    on_base: Result,
+    again: Result | None = None,
+) -> Comparison:
+    """Classify the fork's outcomes; `on_base` ran `needs_base`'s tests and
+    `again` the fork's failures once more."""
+    flaky = set(again.with_outcome("passed")) if again else set()
+    failing = set(on_fork.with_outcome("failed", "error")) - flaky
+    failing_on_base = failing & set(on_base.with_outcome("failed", "error"))
+    skipped = set(on_fork.with_outcome("skipped")) & set(on_base.with_outcome("passed"))
+    return Comparison(
+        added=sorted(fork_ids - base_ids),
+        lost=sorted(base_ids - fork_ids),
+        new=sorted(failing - failing_on_base),
+        pre_existing=sorted(failing_on_base),
+        skipped=sorted(skipped),
+        flaky=sorted(flaky),
+    )
+
+
+def shards(ids: list[str], count: int) -> list[list[str]]:
+    """`ids` dealt out in turn to `count` shards, keeping their order.
+
+    The variants of one slow parametrized test sit next to each other, so
+    each shard gets about as many of them; whole files would not balance.
+    """
+    return [part for i in range(count) if (part := ids[i::count])]
+
+
+def _on_fork(
+    fork: Path, runner: Runner, name: str, options: tuple[str, ...], ids: list[str]
+) -> Result:
+    """The fork's tests in two processes side by side."""
+    parts = shards(ids, 2)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(
+            pool.map(
+                lambda part: runner.run(
+                    fork, (*options, *part[1]), f"{name}-fork-{part[0]}"
+                ),
+                enumerate(parts, 1),
+            )
+        )
+    merged = Result(seconds=max((r.seconds for r in results), default=0.0))
+    merged.cached = bool(results) and all(r.cached for r in results)
+    for result in results:
+        merged.update(result)
+    return merged
+
+
+def _collect(
+    fork: Path, base: Path, runner: Runner, name: str, args: tuple[str, ...]
+) -> tuple[list[str], set[str]]:
+    """The ids `args` select on the fork (in order) and on the base."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        on_base = pool.submit(runner.collect, base, args, f"{name}-base-collect")
+        collected = runner.collect(fork, args, f"{name}-fork-collect")
+        return collected, set(on_base.result())
+
+
+def _compared(
+    fork: Path,
+    base: Path,
+    runner: Runner,
+    name: str,
+    args: tuple[str, ...],
+    collected: tuple[list[str], set[str]],
+) -> tuple[bool, dict[str, Any]]:
+    """One run of the selection, its ids `collected` on the fork and on the
+    base: the fork, its failures again, the base where needed; whether it is
+    ok, and its data for the results file."""
+    fork_ids, base_ids = set(collected[0]), collected[1]
+    options = tuple(a for a in args if not a.startswith("tests/"))
+    on_fork = _on_fork(fork, runner, name, options, collected[0])
+    print(f"{name}: fork {on_fork.summary()}")
+    # A failure under load (a subprocess timeout) is judged only if it
+    # fails again on the fork.
+    failed = on_fork.with_outcome("failed", "error")
+    again = None
+    if failed:
+        again = runner.run(fork, (*options, *failed), f"{name}-fork-again")
+        print(f"{name}: fork, the {len(failed)} failed run again: {again.summary()}")
+    rerun = needs_base(on_fork, base_ids)
+    on_base = (
+        runner.run(base, (*options, *rerun), f"{name}-base") if rerun else Result()
+    )
+    comparison = compare(fork_ids, base_ids, on_fork, on_base, again)
+    print(
+        f"{name}: collected {len(fork_ids)} on the fork, {len(base_ids)} on the "
+        f"base: {len(comparison.added)} only on the fork (added by the series), "
+        f"{len(comparison.lost)} only on the base"
+    )
+    if rerun:
+        print(
+            f"{name}: base, the {len(rerun)} not passing on the fork: "
+            f"{on_base.summary()}"
+        )
+    print("\n".join(comparison.report()) or f"{name}: nothing lost, nothing new")
+    data = {
+        "args": list(args),
+        "fork": {
+            "collected": len(fork_ids),
+            "counts": dict(on_fork.counts()),
+            "seconds": round(on_fork.seconds),
+        },
+        "base": {
+            "collected": len(base_ids),
+            "rerun": len(rerun),
+            "counts": dict(on_base.counts()),
+        },
+        **{k: getattr(comparison, k) for k in ("added", "lost", "new")},
+        "pre_existing": comparison.pre_existing,
+        "flaky": comparison.flaky,
+    }
+    return comparison.ok and bool(on_fork.outcomes), data
+
+
+def suite_vs_base(layout: Layout, runner: Runner, selection: Selection) -> Measured:
+    """Upstream's CPU selection on the fork, compared with the pristine base."""
+    fork = layout.fork
+    base = worktree(fork, layout.base_tree, BASE_TAG)
+    ok, runs = True, {}
+    for name, args in selection.runs.items():
+        try:
+            collected = _collect(fork, base, runner, name, args)
+        except ForkToolError as e:
+            print(f"SUITE: {e}")
+            ok = False
+            continue
+        fine, runs[name] = _compared(fork, base, runner, name, args, collected)
+        ok = ok and fine
+    print(f"upstream selection: {'ok' if ok else 'FAILED'}")
+    return Measured(ok, data={"runs": runs})
