@@ -12,6 +12,7 @@ resolution, and is made again whenever the lock changes.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import re
 import shutil
@@ -107,15 +108,19 @@ def ensure_precommit(requirement: str, path: Path = LOCK) -> Path:
     pins = Pins.load()
     lock_file = current_lock(requirement, pins, path)
     venv, wanted = precommit_venv(), lock.digest(lock_file)
-    if venv_id(venv) == wanted:
-        return venv / "bin"
-    tool = uv_binary(pins)
-    shutil.rmtree(venv, ignore_errors=True)
-    uv.run(tool, "venv", "-q", "--python", pins.python, str(venv))
-    python = str(venv / "bin" / "python")
-    uv.run(tool, "pip", "sync", "-q", "--require-hashes", "--python", python,
-           str(lock_file))  # fmt: skip
-    (venv / COMPLETE).write_text(wanted + "\n")
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # One forktool at a time makes it; the others wait, then find it made.
+    with (venv.parent / f"{venv.name}.lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if venv_id(venv) == wanted:
+            return venv / "bin"
+        tool = uv_binary(pins)
+        shutil.rmtree(venv, ignore_errors=True)
+        uv.run(tool, "venv", "-q", "--python", pins.python, str(venv))
+        python = str(venv / "bin" / "python")
+        uv.run(tool, "pip", "sync", "-q", "--require-hashes", "--python", python,
+               str(lock_file))  # fmt: skip
+        (venv / COMPLETE).write_text(wanted + "\n")
     return venv / "bin"
 
 
