@@ -280,6 +280,17 @@ def check_zeroing(case: Case, facts: dict[str, Any]) -> None:
         raise ForkToolError(f"{case}: zeroing {got}, expected {want}")
 
 
+def _refuse_options(sizes: tuple[int, ...], repeats: int, steps: int) -> None:
+    """Refuse options the workers' KV cache and request limit cannot hold."""
+    if repeats < 1 or steps < 1 or repeats * steps > MAX_STEPS:
+        raise ForkToolError(
+            f"--repeats {repeats} --steps {steps}: each at least 1, together at "
+            f"most {MAX_STEPS} measured steps per case"
+        )
+    if not all(1 <= n <= MAX_REQUESTS for n in sizes):
+        raise ForkToolError(f"--sizes: each from 1 to {MAX_REQUESTS} requests")
+
+
 def run(
     pins: Pins,
     sizes: tuple[int, ...],
@@ -289,13 +300,7 @@ def run(
     command: str,
 ) -> bool:
     """Measure every case; print the table and write build/results/<check>.json."""
-    if repeats < 1 or steps < 1 or repeats * steps > MAX_STEPS:
-        raise ForkToolError(
-            f"--repeats {repeats} --steps {steps}: each at least 1, together at "
-            f"most {MAX_STEPS} measured steps per case"
-        )
-    if not all(1 <= n <= MAX_REQUESTS for n in sizes):
-        raise ForkToolError(f"--sizes: each from 1 to {MAX_REQUESTS} requests")
+    _refuse_options(sizes, repeats, steps)
     require_setup("bench")
     ensure_safe(LAYOUT.fork, "bench")  # results name the fork's HEAD tree
     venv = LAYOUT.venv

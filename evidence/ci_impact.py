@@ -4,53 +4,22 @@
         [--head HEAD] [--test NODE]
 
 prints Markdown for the files `git diff --name-only base..head` changes, with
-the pipeline YAML read at `base` and at `head`. NVIDIA steps: those of the
-YAMLs under the `job_dirs:` of .buildkite/ci_config*.yaml, found as
-tools/pre_commit/check_buildkite_step_keys.py finds them (counted per job dir:
-the Intel and CPU ones live there too). AMD steps: each step's `mirror.amd`
-block (`amd-<key>`), steps on an AMD GPU (`mi…`), .buildkite/test-amd.yaml.
-
-Where the matching rules come from: the pipeline generator, vllm-project/ci-infra
-buildkite/pipeline_generator/buildkite_step.py at 0009bdf5 (not in the sdist,
-not pinned by vLLM).
-* `_matches_source_dependency`: an entry, trailing `/` stripped, matches a path
-  equal to it or under it at a `/` boundary; no globs.
-* `_source_file_dependencies_match`: a file matching a `!` entry does not
-  count, whatever the order; no entries, no match.
-* `_get_amd_mirror_effective_step`: a mirror's entries are its own followed by
-  its parent's; `optional` is the mirror's, else the parent's.
-* `_step_should_run`: an `optional: true` step gets a block step (nightly or a
-  manual unblock). run_all patterns, always-run keys and the AMD runtime-script
-  rule are not modelled.
-In-tree: .buildkite/test-amd.yaml lines 12 (`optional`) and 27
-(`source_file_dependencies`: "prefixes to opt-in the test for");
-.buildkite/test_areas/distributed.yaml line 13 (a `!` entry).
-
-Which steps collect the test: the fork's tools/pre_commit/check_test_tethering.py
-parses each command into test-file selections; for each pytest invocation
-selecting the file, `file::name` arguments, `--deselect` and `-k` narrow the
-test's items. `-k` goes through pytest's own parser and KeywordMatcher, on
-keywords collected once with `--collect-only` in the fork (which must have
-`head` checked out). `-m` (flagged where used) and skip marks are not evaluated.
+the pipeline YAML read at `base` and at `head`: the steps and the rules that
+trigger them as evidence/ci_steps.py reads them, which steps collect the test
+as evidence/ci_collect.py finds it (the fork must have `head` checked out).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
-import os
-import re
-import subprocess
 import sys
-import tempfile
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from evidence.ci_collect import TETHERING, collect, collected, load_tethering
+from evidence.ci_steps import AMD, NVIDIA, Step, steps_at, triggers
+from forktool import process
 from forktool.errors import ForkToolError
 from forktool.git import BASE_TAG, git
 from forktool.results import Measured
@@ -58,224 +27,7 @@ from forktool.results import Measured
 DEFAULT_TEST = (
     "tests/distributed/test_pipeline_parallel.py::test_pp_mixed_precision_kv_cache"
 )
-TEST_AMD_YAML = ".buildkite/test-amd.yaml"
-TETHERING = "tools/pre_commit/check_test_tethering.py"
 STEP_KEYS = "tools/pre_commit/check_buildkite_step_keys.py"
-NVIDIA, AMD = "NVIDIA", "AMD"
-AMD_GPU = re.compile(r"mi\d+_\w+")
-
-
-def entry_matches(entry: str, path: str) -> bool:
-    prefix = entry.rstrip("/")
-    return bool(prefix) and (path == prefix or path.startswith(prefix + "/"))
-
-
-def triggers(deps: Iterable[str], changed: Iterable[str]) -> dict[str, list[str]]:
-    """Changed file -> the include entries selecting it, for each file that
-    some include entry selects and no `!` entry excludes."""
-    deps = list(deps)
-    excludes = [d[1:] for d in deps if d.startswith("!")]
-    hits = {
-        path: [d for d in deps if d[:1] != "!" and entry_matches(d, path)]
-        for path in changed
-        if not any(entry_matches(e, path) for e in excludes)
-    }
-    return {path: entries for path, entries in hits.items() if entries}
-
-
-@dataclass(frozen=True)
-class Step:
-    pipeline: str
-    source: str  # the YAML file
-    raw: dict[str, Any] = field(compare=False, repr=False)
-    key: str | None = None
-    inherited: tuple[str, ...] = ()  # a mirror's entries taken from its parent
-
-    @property
-    def label(self) -> str:
-        return str(self.raw.get("label") or self.key)
-
-    @property
-    def optional(self) -> bool:
-        return bool(self.raw.get("optional", False))
-
-    @property
-    def ident(self) -> tuple[str, str, str]:
-        return (self.pipeline, self.source, self.key or self.label)
-
-    @property
-    def runs(self) -> str:
-        return "optional" if self.optional else "PR"
-
-    @property
-    def deps(self) -> list[str]:
-        return [str(d) for d in self.raw.get("source_file_dependencies") or ()]
-
-    @property
-    def commands(self) -> list[str]:
-        listed = self.raw.get("commands") or [self.raw.get("command")]
-        flat = [c for i in listed for c in (i if isinstance(i, list) else [i])]
-        return [c for c in flat if isinstance(c, str)]
-
-
-def mirror_step(parent: dict[str, Any], amd: dict[str, Any], source: str) -> Step:
-    """The AMD step the generator publishes for `parent`'s `mirror.amd` block:
-    the parent's fields overridden by the mirror's, entries excepted."""
-    own = [str(d) for d in amd.get("source_file_dependencies") or ()]
-    theirs = [str(d) for d in parent.get("source_file_dependencies") or ()]
-    inherited = tuple(d for d in theirs if d not in own)
-    label = amd.get("label") or f"AMD: {parent.get('label')} ({amd.get('device')})"
-    raw = {**parent, **amd, "label": label}
-    raw["source_file_dependencies"] = [*own, *inherited]
-    key = f"amd-{parent['key']}" if parent.get("key") else None
-    return Step(AMD, source, raw, key, inherited)
-
-
-def job_steps(doc: Any, source: str, pipeline: str | None = None) -> list[Step]:
-    """The steps of one pipeline YAML document, each followed by its AMD mirror."""
-    steps = []
-    raws = doc.get("steps") if isinstance(doc, dict) else None
-    for raw in [r for r in raws or () if isinstance(r, dict)]:
-        gpu = AMD_GPU.fullmatch(str(raw.get("device") or ""))
-        kind = pipeline or (AMD if gpu else NVIDIA)
-        steps.append(Step(kind, source, raw, raw.get("key")))
-        amd = (raw.get("mirror") or {}).get("amd")
-        if isinstance(amd, dict):
-            steps.append(mirror_step(raw, amd, source))
-    return steps
-
-
-def steps_at(fork: Path, rev: str) -> list[Step]:
-    """Both pipelines' steps, as the YAML at `rev` defines them."""
-    import yaml  # the fork venv's
-
-    def load(path: str) -> Any:
-        return yaml.safe_load(git(fork, "show", f"{rev}:{path}").stdout)
-
-    def listed(directory: str, *recursive: str) -> list[str]:
-        out = git(fork, "ls-tree", "--name-only", *recursive, rev, "--", directory)
-        return sorted(p for p in out.stdout.splitlines() if p.endswith(".yaml"))
-
-    buildkite = listed(".buildkite/")
-    configs = [p for p in buildkite if Path(p).name.startswith("ci_config")]
-    job_dirs = {d.rstrip("/") + "/" for c in configs for d in load(c)["job_dirs"]}
-    files = sorted({p for d in job_dirs for p in listed(d, "-r")})
-    steps = [s for path in files for s in job_steps(load(path), path)]
-    if TEST_AMD_YAML in buildkite:
-        steps += job_steps(load(TEST_AMD_YAML), TEST_AMD_YAML, AMD)
-    return steps
-
-
-def load_tethering(fork: Path) -> ModuleType:
-    """The fork's command parser; each pytest selection keeps its tokens."""
-    spec = importlib.util.spec_from_file_location("_tethering", fork / TETHERING)
-    if spec is None or spec.loader is None:
-        raise ForkToolError(f"{fork / TETHERING} cannot be loaded as a module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no pyc there
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = saved
-    parse = module._parse_pytest_command
-
-    def parse_keeping_tokens(tokens: list[str]) -> Any:
-        selection = parse(tokens)
-        selection.tokens = tokens
-        return selection
-
-    vars(module)["_parse_pytest_command"] = parse_keeping_tokens
-    return module
-
-
-# Run in the fork with the test's node id and an output path; writes each
-# collected item's id -> the names pytest's `-k` matches against.
-COLLECT = """\
-import json, sys, pytest
-from _pytest.mark import KeywordMatcher
-items = {}
-def pytest_collection_finish(session):
-    items.update((i.nodeid, sorted(KeywordMatcher.from_item(i)._names))
-                 for i in session.items)
-code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", sys.argv[1]],
-                   plugins=[sys.modules[__name__]])
-with open(sys.argv[2], "w") as out:
-    json.dump(items, out)
-sys.exit(int(code))
-"""
-COLLECT_ENV = {"VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""}
-
-
-def collect(fork: Path, rev: str, test: str, python: str) -> dict[str, frozenset]:
-    """The test's items (ids after `file::`) and their `-k` keywords, collected
-    in the fork, which must have `rev` checked out."""
-    commit = [git(fork, "rev-parse", f"{r}^{{commit}}").stdout for r in (rev, "HEAD")]
-    if commit[0] != commit[1]:
-        raise ForkToolError(f"check out {rev} in {fork}: the test is collected there")
-    with tempfile.TemporaryDirectory(prefix="ci-impact-") as tmp:
-        out, cmd = Path(tmp, "items.json"), [python, "-c", COLLECT, test]
-        env = {**os.environ, **COLLECT_ENV, "PYTHONDONTWRITEBYTECODE": "1"}
-        run = subprocess.run([*cmd, str(out)], cwd=fork, env=env, capture_output=True)
-        items = json.loads(out.read_text()) if out.exists() else {}
-    if run.returncode != 0 or not items:
-        tail = (run.stdout + run.stderr).decode(errors="replace").splitlines()[-15:]
-        raise ForkToolError(f"collecting {test} failed:\n" + "\n".join(tail))
-    return {i.partition("::")[2]: frozenset(kw) for i, kw in items.items()}
-
-
-def pytest_options(tokens: list[str]) -> argparse.Namespace:
-    """The `-k`, `-m` and `--deselect` of a pytest command line, read as
-    pytest's own argparse reads them (the last `-k` or `-m` wins)."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("-k", "--keyword")
-    parser.add_argument("-m", dest="marker")
-    parser.add_argument("--deselect", action="append", default=[])
-    return parser.parse_known_args(tokens)[0]
-
-
-def k_selects(expr: str, keywords: Iterable[str]) -> bool:
-    """pytest's `-k`: its expression grammar and its KeywordMatcher."""
-    from _pytest.mark import KeywordMatcher
-    from _pytest.mark.expression import Expression
-
-    if not expr.strip():  # pytest ignores an empty -k
-        return True
-    return Expression.compile(expr).evaluate(KeywordMatcher(frozenset(keywords)))
-
-
-def node_selects(arg: str, item: str) -> bool:
-    """Does a pytest path argument's `::` part select `item`?"""
-    sel = arg.partition("::")[2]
-    return not sel or item == sel or item.startswith((sel + "[", sel + "::"))
-
-
-def collected(
-    step: Step, file: str, items: dict[str, frozenset], tk: ModuleType
-) -> tuple[list[str], bool]:
-    """The items of `file` the step's commands collect, and whether a pytest
-    invocation that runs the file filters with `-m` (not evaluated)."""
-    rel = tk.normalize_test_path(file)
-    chosen: set[str] = set()
-    unevaluated = False
-    for command in step.commands:
-        for sel in (s for s in tk._parse_command(command) if s.runs(rel)):
-            tokens = getattr(sel, "tokens", None)
-            if tokens is None:  # a `find` sweep or `python file.py`
-                chosen.update(items)
-                continue
-            args = [a for a in sel.included_paths if sel._arg_covers(a, rel)]
-            opts = pytest_options(tokens)
-            dropped = [d for d in opts.deselect if sel._arg_covers(d, rel)]
-            chosen.update(
-                i
-                for i, keywords in items.items()
-                if any(node_selects(a, i) for a in args)
-                and not any("::" in d and node_selects(d, i) for d in dropped)
-                and (opts.keyword is None or k_selects(opts.keyword, keywords))
-            )
-            unevaluated |= opts.marker is not None
-    return [i for i in items if i in chosen], unevaluated
 
 
 def trigger_cell(step: Step | None, sources: list[str], changed: list[str]) -> str:
@@ -399,10 +151,8 @@ def run_checkers(fork: Path, python: str) -> Measured:
     each. Passes iff both pass; the excerpts are their commands and output."""
     found = Measured(True, {"passed": 0, "failed": 0})
     for args in ([TETHERING, "--all"], [STEP_KEYS]):
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        run = subprocess.run(
-            [python, *args], cwd=fork, env=env, capture_output=True, text=True
-        )
+        env = process.environ(PYTHONDONTWRITEBYTECODE="1")
+        run = process.run([python, *args], cwd=fork, env=env, check=False)
         output = (run.stdout + run.stderr).rstrip() or "(no output)"
         print(output)
         print(f"{'PASS' if run.returncode == 0 else 'FAIL'}  {' '.join(args)}")

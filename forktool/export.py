@@ -151,10 +151,9 @@ def _check(patches_dir: Path, names: list[str], lines: list[str]) -> str:
     return f"{patches_dir} is what export writes ({len(names)} patches)"
 
 
-def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
-    """Write the fork's commits back to patches/ and rewrite the series; with
-    `check`, write nothing and fail unless patches/ is what it would write."""
-    command = "export --check" if check else "export"
+def _exportable(fork: Path, command: str) -> tuple[str | None, list[Commit]]:
+    """The fork recovered from a killed command and refused unless its
+    commits can be exported: what the recovery did, and the commits."""
     if not (fork / ".git").exists():
         raise ForkToolError(f"{fork} is not a fork tree; run `sync` first")
     recovered = journal.recover(fork)
@@ -164,6 +163,19 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
         raise ForkToolError(linearise(fork, merges, empty, "export"))
     commits = series_messages(fork)
     _refuse_messages(fork, commits, command)
+    return recovered, commits
+
+
+def _differs(new: Path, old: Path) -> bool:
+    """Whether writing `new` over `old` changes patches/."""
+    return not old.exists() or old.read_bytes() != new.read_bytes()
+
+
+def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
+    """Write the fork's commits back to patches/ and rewrite the series; with
+    `check`, write nothing and fail unless patches/ is what it would write."""
+    command = "export --check" if check else "export"
+    recovered, commits = _exportable(fork, command)
     patches_dir.mkdir(exist_ok=True)
     listed = read_series(patches_dir)
     series = [describe(path) for path in listed]
@@ -177,12 +189,7 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
             error = ConflictError if standing.of(State.BOTH) else ForkToolError
             raise error(refusal(fork, standing, command, len(series)))
         names = [p.name for p in new]
-        written = [
-            p
-            for p in new
-            if not (patches_dir / p.name).exists()
-            or (patches_dir / p.name).read_bytes() != p.read_bytes()
-        ]
+        written = [p for p in new if _differs(p, patches_dir / p.name)]
         removed = [p for p in patches_dir.glob("*.patch") if p.name not in names]
         why = prove(fork, new, commits)
         if why:

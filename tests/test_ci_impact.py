@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evidence import ci_impact as ci
+from evidence import ci_collect, ci_impact, ci_steps
 
 needs_pytest_expression = pytest.mark.skipif(
     importlib.util.find_spec("_pytest.mark.expression") is None,
@@ -39,7 +39,7 @@ ITEMS = {f"{NAME}[{p}]": frozenset({f"{NAME}[{p}]", *PARENTS}) for p in PARAMS}
     ],
 )
 def test_entry_matches_the_path_or_a_subtree(entry, path, expected):
-    assert ci.entry_matches(entry, path) is expected
+    assert ci_steps.entry_matches(entry, path) is expected
 
 
 @pytest.mark.parametrize(
@@ -55,18 +55,18 @@ def test_exclusions_drop_only_the_files_they_match_in_any_order(deps):
         "vllm/distributed/parallel_state.py",
         "tests/distributed/test_x.py",
     ]
-    assert ci.triggers(deps, changed) == {
+    assert ci_steps.triggers(deps, changed) == {
         "vllm/distributed/parallel_state.py": ["vllm/"],
         "tests/distributed/test_x.py": ["tests/distributed/"],
     }
-    assert ci.triggers(deps, changed[:1]) == {}
+    assert ci_steps.triggers(deps, changed[:1]) == {}
 
 
 def test_no_includes_no_match_and_every_matching_entry_is_kept():
-    assert ci.triggers(["!vllm/"], ["vllm/x.py", "setup.py"]) == {}
-    assert ci.triggers([], ["vllm/x.py"]) == {}
+    assert ci_steps.triggers(["!vllm/"], ["vllm/x.py", "setup.py"]) == {}
+    assert ci_steps.triggers([], ["vllm/x.py"]) == {}
     deps = ["vllm/v1/", "vllm/v1/core/", "vllm/v1/core/kv_cache_utils.py"]
-    assert ci.triggers(deps, ["vllm/v1/core/kv_cache_utils.py"]) == {
+    assert ci_steps.triggers(deps, ["vllm/v1/core/kv_cache_utils.py"]) == {
         "vllm/v1/core/kv_cache_utils.py": deps
     }
 
@@ -87,9 +87,13 @@ def pp_doc(**mirror: object) -> dict:
 
 def test_a_mirror_takes_its_own_entries_then_its_parents():
     doc = pp_doc(source_file_dependencies=["vllm/distributed/", "tests/distributed/"])
-    nvidia, amd = ci.job_steps(doc, "d.yaml")
-    assert (nvidia.pipeline, nvidia.key, nvidia.optional) == (ci.NVIDIA, "pp", True)
-    assert (amd.pipeline, amd.key, amd.optional) == (ci.AMD, "amd-pp", False)
+    nvidia, amd = ci_steps.job_steps(doc, "d.yaml")
+    assert (nvidia.pipeline, nvidia.key, nvidia.optional) == (
+        ci_steps.NVIDIA,
+        "pp",
+        True,
+    )
+    assert (amd.pipeline, amd.key, amd.optional) == (ci_steps.AMD, "amd-pp", False)
     assert amd.deps == [
         "vllm/distributed/",
         "tests/distributed/",
@@ -98,8 +102,8 @@ def test_a_mirror_takes_its_own_entries_then_its_parents():
     assert amd.inherited == ("vllm/v1/worker/gpu/",)
     assert amd.commands == nvidia.commands  # none of its own: the parent's
     changed = ["vllm/v1/worker/gpu/model_runner.py"]
-    assert ci.triggers(amd.deps, changed)  # only through the parent's entry
-    assert ci.trigger_cell(amd, changed, changed) == (
+    assert ci_steps.triggers(amd.deps, changed)  # only through the parent's entry
+    assert ci_impact.trigger_cell(amd, changed, changed) == (
         "`vllm/v1/worker/gpu/` (parent's) ← `model_runner.py`"
     )
 
@@ -107,24 +111,27 @@ def test_a_mirror_takes_its_own_entries_then_its_parents():
 def test_a_mirror_without_entries_or_optional_inherits_them():
     doc = pp_doc(commands=["pytest -v -s distributed -k ray"])
     del doc["steps"][1]["mirror"]["amd"]["optional"]
-    _, amd = ci.job_steps(doc, "d.yaml")
+    _, amd = ci_steps.job_steps(doc, "d.yaml")
     assert amd.deps == ["vllm/distributed/", "vllm/v1/worker/gpu/"]
     assert (amd.optional, amd.commands) == (True, ["pytest -v -s distributed -k ray"])
 
 
 def test_amd_gpu_steps_and_the_legacy_amd_yaml_are_amd():
     doc = {"steps": [{"key": "a", "device": "mi355_1"}, {"key": "c", "device": "h100"}]}
-    assert [s.pipeline for s in ci.job_steps(doc, "x.yaml")] == [ci.AMD, ci.NVIDIA]
+    assert [s.pipeline for s in ci_steps.job_steps(doc, "x.yaml")] == [
+        ci_steps.AMD,
+        ci_steps.NVIDIA,
+    ]
     legacy = {"steps": [{"label": "PP", "agent_pool": "mi250_4", "command": "pytest"}]}
-    (step,) = ci.job_steps(legacy, ci.TEST_AMD_YAML, ci.AMD)
-    assert (step.pipeline, step.key, step.commands) == (ci.AMD, None, ["pytest"])
+    (step,) = ci_steps.job_steps(legacy, ci_steps.TEST_AMD_YAML, ci_steps.AMD)
+    assert (step.pipeline, step.key, step.commands) == (ci_steps.AMD, None, ["pytest"])
 
 
 def test_a_row_shows_each_revision_and_a_missing_step():
-    _, amd = ci.job_steps(pp_doc(), "d.yaml")
+    _, amd = ci_steps.job_steps(pp_doc(), "d.yaml")
     changed = ["vllm/v1/worker/gpu/model_runner.py", "tests/distributed/test_x.py"]
-    new = ci.Found(amd, list(ITEMS)[2:], False)
-    assert ci.table_row(None, new, len(ITEMS), changed) == (
+    new = ci_impact.Found(amd, list(ITEMS)[2:], False)
+    assert ci_impact.table_row(None, new, len(ITEMS), changed) == (
         "| AMD | AMD: PP (mi250_4) | `amd-pp` | PR | [ray-first], [ray-last] | absent "
         "| `vllm/v1/worker/gpu/` (parent's) ← `model_runner.py` |"
     )
@@ -140,7 +147,7 @@ def test_a_row_shows_each_revision_and_a_missing_step():
     ],
 )
 def test_pytest_options(tokens, keyword, marker, deselect):
-    opts = ci.pytest_options(tokens)
+    opts = ci_collect.pytest_options(tokens)
     assert (opts.keyword, opts.marker, opts.deselect) == (keyword, marker, deselect)
 
 
@@ -159,24 +166,28 @@ def test_pytest_options(tokens, keyword, marker, deselect):
     ],
 )
 def test_k_is_evaluated_by_pytest_against_item_keywords(expr, expected):
-    chosen = [i for i, keywords in ITEMS.items() if ci.k_selects(expr, keywords)]
+    chosen = [
+        i for i, keywords in ITEMS.items() if ci_collect.k_selects(expr, keywords)
+    ]
     assert chosen == [f"{NAME}[{p}]" for p in expected]
 
 
 def test_node_selectors():
     item = f"{NAME}[ray-last]"
-    assert ci.node_selects(PP, item)
-    assert ci.node_selects(f"{PP}::{NAME}", item)
-    assert ci.node_selects(f"{PP}::{item}", item)
-    assert not ci.node_selects(f"{PP}::{NAME}[mp-last]", item)
-    assert not ci.node_selects(f"{PP}::test_pp", item)
+    assert ci_collect.node_selects(PP, item)
+    assert ci_collect.node_selects(f"{PP}::{NAME}", item)
+    assert ci_collect.node_selects(f"{PP}::{item}", item)
+    assert not ci_collect.node_selects(f"{PP}::{NAME}[mp-last]", item)
+    assert not ci_collect.node_selects(f"{PP}::test_pp", item)
 
 
 FORK = Path(__file__).resolve().parent.parent / "build" / "vllm"
 
 
 @needs_pytest_expression
-@pytest.mark.skipif(not (FORK / ci.TETHERING).is_file(), reason=f"no fork at {FORK}")
+@pytest.mark.skipif(
+    not (FORK / ci_collect.TETHERING).is_file(), reason=f"no fork at {FORK}"
+)
 @pytest.mark.parametrize(
     ("command", "expected", "flagged"),
     [
@@ -191,7 +202,7 @@ FORK = Path(__file__).resolve().parent.parent / "build" / "vllm"
     ],
 )
 def test_collected_through_the_forks_parser(command, expected, flagged):
-    step = ci.Step(ci.NVIDIA, "x.yaml", {"commands": [command]}, "x")
-    tk = ci.load_tethering(FORK)
-    items, unevaluated = ci.collected(step, f"tests/{PP}", ITEMS, tk)
+    step = ci_steps.Step(ci_steps.NVIDIA, "x.yaml", {"commands": [command]}, "x")
+    tk = ci_collect.load_tethering(FORK)
+    items, unevaluated = ci_collect.collected(step, f"tests/{PP}", ITEMS, tk)
     assert (len(items), unevaluated) == (expected, flagged)
