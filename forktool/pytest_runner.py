@@ -259,7 +259,14 @@ class Runner:
         cached = self._cached("run", tree, args, inputs)
         if cached and cached.exists():
             return Result(**json.loads(cached.read_text()), cached=True)
-        result = self._pytest(tree, (*args, "-v", "-rfE"), label).result()
+        session = self._pytest(tree, (*args, "-v", "-rfE"), label)
+        result = session.result()
+        if not result.outcomes:
+            print(
+                f"[{label}] no test ran (exit status {session.status}); "
+                f"see {session.log}",
+                flush=True,
+            )
         if cached and result.outcomes:
             cached.parent.mkdir(parents=True, exist_ok=True)
             cached.write_text(json.dumps(result.data()))

@@ -4,11 +4,13 @@ venv's programs, that `pr` neither renders nor requires."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from evidence.pr import make as pr
 from forktool import checks, tool_checks
 from forktool.check_runs import all_checks
+from forktool.layout import Layout
 
 
 def fake_venv(tmp_path: Path, **programs: str) -> Path:
@@ -47,3 +49,31 @@ def test_a_code_check_fails_on_any_failed_command_or_a_missing_program(tmp_path)
     assert not found.ok and found.excerpts["output"].endswith("format\nbad")
     missing = tool_checks.code_check(venv, ["mypy"])
     assert not missing.ok and "the venv lacks mypy" in missing.excerpts["output"]
+
+
+def test_the_repositorys_tests_run_through_the_runner(tmp_path, monkeypatch):
+    """The tool's tests (and the fuzz) run through the runner: outcomes from
+    its plugin, the excerpt each failure's message, the output in a log."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_t.py").write_text(
+        "import os\n\n"
+        "def test_ok():\n    pass\n\n"
+        "def test_env():\n    assert os.environ.get('EXTRA') == 'yes', 'no EXTRA'\n"
+    )
+    monkeypatch.setattr(tool_checks, "LAYOUT", Layout(repo))
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+
+    session = tool_checks.repo_pytest(venv, "tests", label="mine")
+    found = tool_checks.measured(session, "tests")
+    assert not found.ok and found.counts == {"passed": 1, "failed": 1}
+    assert found.excerpts["output"].splitlines() == [
+        "$ python -m pytest -q tests",
+        "FAILED tests/test_t.py::test_env - AssertionError: no EXTRA",
+        f"1 passed, 1 failed ({session.seconds:.0f} s)",
+    ]
+    assert "1 failed, 1 passed" in (repo / "build" / "logs" / "mine.log").read_text()
+    again = tool_checks.repo_pytest(venv, "tests", label="mine", EXTRA="yes")
+    assert tool_checks.measured(again, "tests").ok
