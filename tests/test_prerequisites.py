@@ -43,15 +43,13 @@ def test_test_names_every_missing_program_in_one_line(tmp_path, monkeypatch):
     said = str(refused.value)
     print(said)
     assert "\n" not in said and said.startswith("`test` needs what this machine")
-    for name in ("Node.js (node)", "npm, for", "pip for", "the venv module with"):
+    for name in ("Node.js (node)", "npm, for", "pip for"):
         assert name in said
     assert "git" not in said.replace("markdownlint", "")  # git is there
-    # With uv and pre-commit's venv in the cache, pip and venv are not needed.
+    # With uv in the cache, pip is not needed (uv makes pre-commit's venv).
     uv_path = uv.path(pins.uv, tmp_path / "cache" / "tools")
-    precommit = tmp_path / "cache" / "pre-commit-venv" / "bin" / "pre-commit"
-    for path in (uv_path, precommit):
-        path.parent.mkdir(parents=True)
-        path.write_text("")
+    uv_path.parent.mkdir(parents=True)
+    uv_path.write_text("")
     with pytest.raises(ForkToolError) as refused:
         prerequisites.require(
             "test", prerequisites.for_test(pins, gating_needs(), tmp_path / "venv")
