@@ -17,7 +17,6 @@ import json
 import re
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from forktool import lock, uv
@@ -50,16 +49,9 @@ def _inputs(pins: Pins) -> str:
 
 def write_lock(requirement: str, pins: Pins, path: Path = LOCK) -> str:
     """Resolve `requirement` into `path`; return what it pins, in a line."""
-    with tempfile.TemporaryDirectory() as tmp:
-        spec, out = Path(tmp, "in"), Path(tmp, "out")
-        spec.write_text(requirement + "\n")
-        if path.exists():  # uv keeps the versions an existing -o file pins
-            out.write_text(path.read_text())
-        uv.run(uv_binary(pins), "pip", "compile", "-q", "--generate-hashes",
-               "--no-header", "--python-version", pins.python,
-               "--python-platform", pins.platform,
-               str(spec), "-o", str(out))  # fmt: skip
-        body = out.read_text().replace(f"-r {spec}", "vLLM's requirements/lint.txt")
+    body = lock.compile_hashed(
+        pins, [requirement], path, "vLLM's requirements/lint.txt"
+    )
     header = (
         f"# pre-commit's venv in the cache: {requirement}, resolved by `{COMMAND}` "
         f"for CPython {pins.python} on {pins.platform}.\n"

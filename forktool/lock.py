@@ -49,28 +49,44 @@ def pins_digest(pins: Pins) -> str:
     return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()
 
 
+def compile_hashed(
+    pins: Pins,
+    requirements: list[str],
+    lock: Path,
+    named: str,
+    constraints: tuple[str, ...] = (),
+    no_emit: tuple[str, ...] = (),
+) -> str:
+    """`uv pip compile --generate-hashes` of `requirements` for the pins'
+    Python and platform, preferring the versions `lock` already pins; return
+    the resolved body, its inputs named `named` (not by temporary paths)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        spec, limits, out = (Path(tmp, n) for n in ("in", "constraints", "out"))
+        spec.write_text("\n".join(requirements) + "\n")
+        limits.write_text("\n".join(constraints) + "\n")
+        # uv prefers the versions an existing -o file pins: handing it the
+        # current lock makes a re-lock change only what the changed inputs
+        # need, not every version newer releases would move.
+        if lock.exists():
+            out.write_text(lock.read_text())
+        excluded = [arg for name in no_emit for arg in ("--no-emit-package", name)]
+        uv.run(uv_binary(pins), "pip", "compile", "-q", "--generate-hashes",
+               "--no-header", "--python-version", pins.python,
+               "--python-platform", pins.platform, "-c", str(limits),
+               *excluded, str(spec), "-o", str(out))  # fmt: skip
+        body = out.read_text().replace(f"-r {spec}", named)
+        return body.replace(f"-c {limits}", f"{named} constraints")
+
+
 def write(pins: Pins, lock: Path = LOCK) -> str:
     """Resolve the lock from the pins, keeping the versions it already pins
     where the pins allow them; return what changed, in a line."""
     before = packages(lock.read_text()) if lock.exists() else {}
-    with tempfile.TemporaryDirectory() as tmp:
-        spec, constraints, out = (Path(tmp, n) for n in ("in", "constraints", "out"))
-        spec.write_text("\n".join(requirements(pins)) + "\n")
-        constraints.write_text("\n".join(pins.constraints) + "\n")
-        # uv prefers the versions an existing -o file pins: handing it the
-        # current lock makes a re-lock change only what the changed pins
-        # need, not every version newer releases would move.
-        if lock.exists():
-            out.write_text(lock.read_text())
-        uv.run(uv_binary(pins), "pip", "compile", "-q", "--generate-hashes",
-               "--no-header", "--python-version", pins.python,
-               "--python-platform", pins.platform, "-c", str(constraints),
-               # The fork's editable install provides vllm itself.
-               "--no-emit-package", pins.project,
-               str(spec), "-o", str(out))  # fmt: skip
-        # Name the inputs as the reader knows them, not by temporary paths.
-        body = out.read_text().replace(f"-r {spec}", "pins.toml")
-        body = body.replace(f"-c {constraints}", "pins.toml [venv] constraints")
+    # The fork's editable install provides vllm itself.
+    body = compile_hashed(
+        pins, requirements(pins), lock, "pins.toml", pins.constraints, (pins.project,)
+    )
+    body = body.replace("pins.toml constraints", "pins.toml [venv] constraints")
     header = (
         f"# The venv's packages, resolved from pins.toml by `{COMMAND}` for "
         f"CPython {pins.python} on {pins.platform}.\n"
