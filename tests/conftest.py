@@ -2,7 +2,7 @@
 and a git config of the tests' own."""
 
 import pytest
-from test_fork import workspace  # noqa: F401
+from fork_fixture import workspace  # noqa: F401
 
 
 @pytest.fixture(autouse=True)

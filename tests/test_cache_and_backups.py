@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_fork import (
+from fork_fixture import (
     THREE,
     commit,
     series_of,

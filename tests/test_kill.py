@@ -27,10 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import fork_fixture as test_fork
 import kill_driver
 import pytest
-import test_fork
-from test_fork import (
+from fork_fixture import (
     commit,
     commit_series,
     edit_series,

@@ -1,5 +1,5 @@
 """The 29 rows of workflow-trial-4 (../shared/reviews/workflow-trial-4.md) as
-tool tests (issue 22, item 6), on the synthetic base of tests/test_fork.py.
+tool tests (issue 22, item 6), on the synthetic base of tests/fork_fixture.py.
 
 Each row and the test that holds it to the outcome the report calls OK, or to
 the fixed one (tests/ omitted from the paths):
@@ -10,97 +10,85 @@ row   test
 1     test_trial_rows.py::test_row_1_a_patch_split_in_two_round_trips
 2     test_trial_rows.py::test_row_2_every_kind_of_change_round_trips_byte_exact
 3     test_trial_rows.py::test_row_3_a_non_ascii_author_and_message_round_trip;
-      test_messages_and_advice.py::test_sign_off_advice_never_signs_someone_elses_commit;
-      test_messages_and_advice.py::test_a_non_ascii_subject_changed_on_both_sides_gets_the_fixup_advice
+      test_advice.py::test_sign_off_advice_never_signs_someone_elses_commit;
+      test_messages.py::test_a_non_ascii_subject_changed_on_both_sides_gets_the_fixup_advice
 4a    test_trial_rows.py::test_row_4a_a_hand_reordered_series_is_synced_and_renumbered;
       test_trial_rows.py::test_row_4a_a_hand_reorder_and_local_work_both_survive_the_advice;
-      test_messages_and_advice.py::test_a_renumbered_patch_is_reported_as_renumbered
-4b    test_messages_and_advice.py::test_a_hand_renamed_patch_is_reported_as_renamed
-5     test_fork.py::test_local_work_and_a_teammate_change_both_survive_the_advice
-5b    test_fork_safety.py::test_both_sides_changed_one_patch_the_advice_keeps_both_in_it
-5c    test_messages_and_advice.py::test_a_reworded_subject_and_a_code_change_end_in_one_patch
+      test_advice.py::test_a_renumbered_patch_is_reported_as_renumbered
+4b    test_advice.py::test_a_hand_renamed_patch_is_reported_as_renamed
+5     test_teammates.py::test_local_work_and_a_teammate_change_both_survive_the_advice
+5b    test_teammates.py::test_both_sides_changed_one_patch_the_advice_keeps_both_in_it
+5c    test_advice.py::test_a_reworded_subject_and_a_code_change_end_in_one_patch
 6     test_fork.py::test_sync_refuses_uncommitted_changes;
-      test_messages_and_advice.py::test_the_uncommitted_changes_refusal_gives_a_stash_that_takes_untracked_files
+      test_advice.py::test_the_uncommitted_changes_refusal_gives_a_stash_that_takes_untracked_files
 7a    test_kill.py::test_killed_at_any_git_command_nothing_is_lost (sync --force);
-      test_fork_safety.py::test_a_sync_stopped_in_git_am_leaves_the_fork_as_it_was
-7b    test_trial_rows.py::test_row_7b_a_truncated_cached_sdist_is_refused_then_fetched_again;
+      test_interrupted.py::test_a_sync_stopped_in_git_am_leaves_the_fork_as_it_was
+7b    test_trial_rows_clone.py::test_row_7b_a_truncated_cached_sdist_is_refused_then_fetched_again;
       test_fork.py::test_sha256_mismatch_is_refused_and_nothing_is_extracted;
-      test_fork_safety.py::test_sha256_mismatch_says_which_side_is_wrong
+      test_tool_errors.py::test_sha256_mismatch_says_which_side_is_wrong
 7c    test_kill.py::test_killed_at_any_git_command_nothing_is_lost (first sync:
-      nothing left in build/); test_fork_safety.py::test_a_first_sync_stopped_in_git_am_leaves_no_fork
+      nothing left in build/); test_interrupted.py::test_a_first_sync_stopped_in_git_am_leaves_no_fork
 8     test_kill.py::test_two_commands_at_once
-9     test_trial_rows.py::test_row_9_each_git_worktree_has_its_own_fork
-10a   test_trial_rows.py::test_row_10a_run_by_path_from_inside_the_fork_uses_the_clones_paths;
-      test_fork_safety.py::test_the_tool_runs_by_its_path_from_any_folder
+9     test_trial_rows_clone.py::test_row_9_each_git_worktree_has_its_own_fork
+10a   test_trial_rows_clone.py::test_row_10a_run_by_path_from_inside_the_fork_uses_the_clones_paths;
+      test_tool_errors.py::test_the_tool_runs_by_its_path_from_any_folder
 10b   test_cache_and_backups.py::test_a_relative_cache_is_the_clones_root_from_any_folder
-E1    test_messages_and_advice.py::test_sign_off_advice_never_signs_someone_elses_commit;
-      test_messages_and_advice.py::test_a_subject_without_its_area_says_how_git_am_keeps_it
-E2    test_messages_and_advice.py::test_a_fixup_commit_is_refused_and_the_advice_squashes_it
-E3    test_trial_rows.py::test_row_e3_a_subject_reworded_by_a_teammate_updates_the_fork
-E4    test_messages_and_advice.py::test_a_fork_off_its_branch_is_named_and_the_advice_goes_back
-E5    test_messages_and_advice.py::test_a_separator_line_is_refused_and_the_advice_keeps_the_whole_message
-E6    test_messages_and_advice.py::test_each_line_git_am_misreads_is_named_and_the_proof_catches_it_too;
+E1    test_advice.py::test_sign_off_advice_never_signs_someone_elses_commit;
+      test_messages.py::test_a_subject_without_its_area_says_how_git_am_keeps_it
+E2    test_advice.py::test_a_fixup_commit_is_refused_and_the_advice_squashes_it
+E3    test_trial_rows_hand_edits.py::test_row_e3_a_subject_reworded_by_a_teammate_updates_the_fork
+E4    test_advice.py::test_a_fork_off_its_branch_is_named_and_the_advice_goes_back
+E5    test_messages.py::test_a_separator_line_is_refused_and_the_advice_keeps_the_whole_message
+E6    test_messages.py::test_each_line_git_am_misreads_is_named_and_the_proof_catches_it_too;
       test_fork_safety.py::test_a_commit_message_that_git_am_reads_as_a_diff_is_not_exported
-E7    test_trial_rows.py::test_row_e7_a_hand_edited_plus_line_is_named_and_recovered;
+E7    test_trial_rows_hand_edits.py::test_row_e7_a_hand_edited_plus_line_is_named_and_recovered;
       test_fork_safety.py::test_a_patch_whose_hunk_header_counts_too_few_lines_is_refused
-E8    test_messages_and_advice.py::test_conflict_markers_in_the_series_are_named_as_an_unresolved_merge
-E9    test_trial_rows.py::test_row_e9_a_hand_edited_message_line_is_named_then_synced
+E8    test_advice.py::test_conflict_markers_in_the_series_are_named_as_an_unresolved_merge
+E9    test_trial_rows_hand_edits.py::test_row_e9_a_hand_edited_message_line_is_named_then_synced
 E10   test_fork.py::test_sync_refuses_unexported_commits_and_force_keeps_them
 E11   test_cache_and_backups.py::test_the_backup_a_teammates_change_leaves_is_pruned;
       test_cache_and_backups.py::test_a_backup_holding_unexported_work_is_kept
-E12   test_trial_rows.py::test_row_e12_the_tools_git_commands_start_no_gc
+E12   test_trial_rows_clone.py::test_row_e12_the_tools_git_commands_start_no_gc
 E13   test_cache_and_backups.py::test_cache_lists_each_path_once_and_only_what_is_there
 ====  ==========================================================================
 """  # noqa: E501
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-from test_fork import (
-    PERSON,
+from fork_fixture import (
     THREE,
     commit,
     commit_series,
     edit_series,
+    follow,
+    fresh_clone,
     head,
+    head_of,
+    refusal,
     series_of,
-    snapshot,
     subjects,
     sync,
     teammate,
+    trees,
 )
-from test_fork_safety import follow, fresh_clone
-from test_messages_and_advice import reword_third
 
-from forktool import backups, pins
-from forktool.errors import ForkToolError
 from forktool.export import export
-from forktool.git import NEUTRAL, git
-from forktool.layout import REPO
+from forktool.git import git
 from forktool.series import read_series
 
-
-def trees(tree: Path) -> list[str]:
-    """The tree id at each commit of the fork, base first."""
-    return git(tree, "log", "--reverse", "--format=%T", "HEAD").stdout.split()
+ZOE = "Zoë Ångström <zoe@example.invalid>"
 
 
-def refused(command) -> ForkToolError:
-    with pytest.raises(ForkToolError) as excinfo:
-        command()
-    print(excinfo.value)
-    return excinfo.value
-
-
-# --- 1. Split one patch into two ----------------------------------------------
+def swap_second_and_third(patches: Path) -> None:
+    series = patches / "series"
+    lines = series.read_text().splitlines()
+    names = [i for i, line in enumerate(lines) if line.endswith(".patch")]
+    lines[names[1]], lines[names[2]] = lines[names[2]], lines[names[1]]
+    series.write_text("\n".join(lines) + "\n")
 
 
 def test_row_1_a_patch_split_in_two_round_trips(workspace):
@@ -146,9 +134,6 @@ def test_row_1_a_patch_split_in_two_round_trips(workspace):
     assert trees(old) == trees(tree)
 
 
-# --- 2. One patch with every kind of change -----------------------------------
-
-
 def test_row_2_every_kind_of_change_round_trips_byte_exact(workspace):
     _, patches, tree = workspace
     series_of(workspace, THREE[0])
@@ -187,11 +172,6 @@ def test_row_2_every_kind_of_change_round_trips_byte_exact(workspace):
     assert "is what export writes (2 patches)" in export(other, patches, check=True)
 
 
-# --- 3. Non-ASCII author, UTF-8 body, a 120-character subject -----------------
-
-ZOE = "Zoë Ångström <zoe@example.invalid>"
-
-
 def test_row_3_a_non_ascii_author_and_message_round_trip(workspace):
     _, patches, tree = workspace
     series_of(workspace, THREE[0])
@@ -215,17 +195,6 @@ def test_row_3_a_non_ascii_author_and_message_round_trip(workspace):
     assert "is what export writes (2 patches)" in export(other, patches, check=True)
 
 
-# --- 4a. Reorder patches/series by hand ---------------------------------------
-
-
-def swap_second_and_third(patches: Path) -> None:
-    series = patches / "series"
-    lines = series.read_text().splitlines()
-    names = [i for i, line in enumerate(lines) if line.endswith(".patch")]
-    lines[names[1]], lines[names[2]] = lines[names[2]], lines[names[1]]
-    series.write_text("\n".join(lines) + "\n")
-
-
 def test_row_4a_a_hand_reordered_series_is_synced_and_renumbered(workspace):
     _, patches, tree = workspace
     series_of(workspace, *THREE)
@@ -237,7 +206,7 @@ def test_row_4a_a_hand_reordered_series_is_synced_and_renumbered(workspace):
     assert subjects(tree) == ["[Core] First", "[Core] Third", "[Core] Second"]
     backup = message.rsplit("branch ", 1)[1].rstrip(".")
     assert head_of(tree, backup) == old_head
-    refused(lambda: export(tree, patches, check=True))  # the numbers are stale
+    refusal(lambda: export(tree, patches, check=True))  # the numbers are stale
     message = export(tree, patches)
     print(message)
     assert "0003-Core-Third.patch -> 0002-Core-Third.patch: renumbered" in message
@@ -245,16 +214,12 @@ def test_row_4a_a_hand_reordered_series_is_synced_and_renumbered(workspace):
     assert "is what export writes (3 patches)" in export(tree, patches, check=True)
 
 
-def head_of(tree: Path, ref: str) -> str:
-    return git(tree, "rev-parse", ref).stdout.strip()
-
-
 def test_row_4a_a_hand_reorder_and_local_work_both_survive_the_advice(workspace):
     _, patches, tree = workspace
     series_of(workspace, *THREE)
     swap_second_and_third(patches)
     commit(tree, "mini/local.py", "LOCAL = 1\n", "[Doc] Local")
-    error = refused(lambda: sync(workspace))
+    error = refusal(lambda: sync(workspace))
     message = str(error)
     assert error.status == 3
     assert "0004-Doc-Local.patch: only in the fork" in message
@@ -269,205 +234,3 @@ def test_row_4a_a_hand_reorder_and_local_work_both_survive_the_advice(workspace)
         "0004-Doc-Local.patch",
     ]
     assert "is what export writes (4 patches)" in export(tree, patches, check=True)
-
-
-# --- 7b. A truncated cached sdist ---------------------------------------------
-
-
-def test_row_7b_a_truncated_cached_sdist_is_refused_then_fetched_again(
-    workspace, monkeypatch, tmp_path, capsys
-):
-    good_pins, patches, tree = workspace
-    series_of(workspace, *THREE)
-    cached = Path(os.environ["VLLM_FORK_CACHE"]) / "downloads" / "mini-0.1.tar.gz"
-    served = tmp_path / "index" / cached.name
-    served.parent.mkdir()
-    shutil.copy(cached, served)
-    index = {cached.name: (served.as_uri(), good_pins.sdist.sha256)}
-    monkeypatch.setattr(pins, "_index", lambda p: index)  # no network
-    cached.write_bytes(served.read_bytes()[: served.stat().st_size // 2])
-    shutil.rmtree(tree.parent)  # a fresh clone
-    message = str(refused(lambda: sync(workspace)))
-    assert f"sha256 mismatch for {cached}" in message
-    assert "Nothing was unpacked." in message
-    assert "The file is damaged" in message and f"Delete {cached}" in message
-    assert not tree.exists() and not tree.parent.exists()
-    # Followed: delete it, run again.
-    cached.unlink()
-    capsys.readouterr()
-    assert "base + 3 patches" in sync(workspace)
-    assert "downloading mini-0.1.tar.gz" in capsys.readouterr().out
-    assert cached.read_bytes() == served.read_bytes()
-    assert subjects(tree) == [c[2] for c in THREE]
-
-
-# --- 9. A git worktree of the clone -------------------------------------------
-
-
-def test_row_9_each_git_worktree_has_its_own_fork(workspace):
-    pins_, patches, tree = workspace
-    series_of(workspace, *THREE)
-    repo = patches.parent
-    wt = repo.parent / "wt"
-    git(repo, "worktree", "add", "-q", "-b", "wt-branch", str(wt))
-    wt_fork = wt / "build" / "mini"
-    on_wt = (pins_, wt / "patches", wt_fork)
-    assert "base + 3 patches" in sync(on_wt)
-    commit(wt_fork, "DOC.md", "from the worktree\n", "[Doc] From the worktree")
-    export(wt_fork, wt / "patches")
-    commit_series(wt / "patches")
-    # The main clone's fork and series are untouched.
-    assert subjects(tree) == [c[2] for c in THREE]
-    assert "is what export writes (3 patches)" in export(tree, patches, check=True)
-    git(repo, "merge", "-q", "wt-branch")
-    message = sync(workspace)
-    print(message)
-    assert "applied 1 patches" in message
-    assert "0004-Doc-From-the-worktree.patch" in message
-    assert trees(tree) == trees(wt_fork)
-    assert "is what export writes (4 patches)" in export(tree, patches, check=True)
-
-
-# --- 10a. Run by path from inside the fork ------------------------------------
-
-
-def test_row_10a_run_by_path_from_inside_the_fork_uses_the_clones_paths(
-    tmp_path, monkeypatch
-):
-    """A copy of the tool is a clone of its own: every path it uses is there."""
-    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("PYTHONPATH", raising=False)
-    clone = tmp_path / "clone"
-    shutil.copytree(REPO / "forktool", clone / "forktool",
-                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    shutil.copy(REPO / "pins.toml", clone)
-    (clone / "patches").mkdir()
-    (clone / "patches" / "series").write_text("# empty\n")
-    inside = clone / "build" / "vllm" / "vllm"
-    inside.mkdir(parents=True)
-    git(clone, "init", "-q")
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, *args], cwd=inside,
-                              capture_output=True, text=True)  # fmt: skip
-
-    by_module = run("-m", "forktool", "export", "--check")
-    assert by_module.returncode == 1 and "No module named forktool" in by_module.stderr
-    by_path = run("../../../forktool", "export", "--check")
-    print(by_path.stderr)
-    assert by_path.returncode == 1 and "Traceback" not in by_path.stderr
-    fork_path = clone / "build" / "vllm"
-    assert (
-        by_path.stderr == f"error: {fork_path} is not a fork tree; run `sync` first\n"
-    )
-    assert (clone / "build" / "forktool.lock").exists()  # the clone's, not REPO's
-    assert "usage:" in run(str(clone / "forktool"), "--help").stdout
-    assert not (tmp_path / "cache").exists()
-
-
-# --- E3. A subject reworded by a teammate -------------------------------------
-
-
-def test_row_e3_a_subject_reworded_by_a_teammate_updates_the_fork(workspace):
-    _, patches, mine = workspace
-    series_of(workspace, *THREE)
-    theirs = teammate(workspace)
-    reword_third(theirs)
-    export(theirs, patches)
-    commit_series(patches)  # pushed; here: git pull
-    message = sync(workspace)
-    print(message)
-    assert "0003-Core-Third-reworded.patch: changed in the series" in message
-    assert "0003-Core-Third.patch" not in message  # one patch, not two
-    assert subjects(mine) == ["[Core] First", "[Core] Second", "[Core] Third, reworded"]
-    assert trees(mine) == trees(theirs)
-    assert "is what export writes (3 patches)" in export(mine, patches, check=True)
-    assert "deleted 1 backup branches" in backups.report(mine, True, patches)
-
-
-# --- E7. A `+` line of a patch file edited by hand ----------------------------
-
-
-def test_row_e7_a_hand_edited_plus_line_is_named_and_recovered(workspace):
-    _, patches, tree = workspace
-    series_of(workspace, *THREE)
-    old_head = head(tree)
-    second = patches / "0002-Core-Second.patch"
-    second.write_text(
-        second.read_text().replace("+    return x * 2", "+    return x * 4")
-    )
-    error = refused(lambda: sync(workspace))
-    message = str(error)
-    assert error.status == 1
-    assert "patch 2 of 3 in the series applied other content than it names" in message
-    assert "0002-Core-Second.patch" in message
-    assert "a `+` or `-` line changed" in message
-    assert subjects(tree) == ["[Core] First"]
-    assert git(tree, "status", "--porcelain").stdout == ""
-    assert old_head in git(tree, "rev-parse", "--branches=backup/").stdout
-    git(patches, "checkout", "--", ".")  # `git checkout patches`
-    assert "applied 2 patches" in sync(workspace)
-    assert head(tree) != old_head and trees(tree)[-1] == tree_of(tree, old_head)
-    assert "is what export writes (3 patches)" in export(tree, patches, check=True)
-
-
-def tree_of(tree: Path, rev: str) -> str:
-    return git(tree, "rev-parse", f"{rev}^{{tree}}").stdout.strip()
-
-
-# --- E9. Only a message line of a patch file edited by hand -------------------
-
-
-def test_row_e9_a_hand_edited_message_line_is_named_then_synced(workspace):
-    _, patches, tree = workspace
-    series_of(workspace, *THREE)
-    second = patches / "0002-Core-Second.patch"
-    signed = f"Signed-off-by: {PERSON}"
-    reviewed = f"Reviewed-by: Re Viewer <re@example.invalid>\n{signed}"
-    second.write_text(second.read_text().replace(signed, reviewed, 1))
-    edited = snapshot(patches)
-    message = str(refused(lambda: export(tree, patches, check=True)))
-    assert "0002-Core-Second.patch: changed in the series" in message
-    assert snapshot(patches) == edited
-    message = sync(workspace)
-    assert "0002-Core-Second.patch: changed in the series" in message
-    assert reviewed in git(tree, "log", "-1", "--format=%B", "HEAD~1").stdout
-    assert "is what export writes (3 patches)" in export(tree, patches, check=True)
-    assert snapshot(patches) == edited
-
-
-# --- E12. No background `git gc` after the tool's commits ---------------------
-
-
-def loose_objects_in_17(count: int) -> list[str]:
-    """File contents whose blobs all land in .git/objects/17/: `git gc --auto`
-    packs once that folder holds more than gc.auto / 256 (6700 / 256) objects."""
-    found: list[str] = []
-    i = 0
-    while len(found) < count:
-        data = f"{i}\n".encode()
-        if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()[:2] == "17":
-            found.append(data.decode())
-        i += 1
-    return found
-
-
-def test_row_e12_the_tools_git_commands_start_no_gc(workspace, monkeypatch):
-    _, patches, tree = workspace
-    assert "gc.auto=0" in NEUTRAL and "maintenance.auto=false" in NEUTRAL
-    sync(workspace)
-    for i, text in enumerate(loose_objects_in_17(30)):
-        (tree / f"mini/loose{i}.txt").write_text(text)
-    git(tree, "add", "mini")
-    git(tree, "commit", "-qsm", "[Core] Many objects")
-    export(tree, patches)
-    commit_series(patches)
-    # A gc would run in the foreground, and pack every loose object.
-    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'gc.autodetach'='false'")
-    other = fresh_clone(workspace)
-    counts = dict(
-        line.split(": ")
-        for line in git(other, "count-objects", "-v").stdout.splitlines()
-    )
-    assert counts["packs"] == "0" and int(counts["count"]) > 30
-    assert not (other / ".git" / "gc.pid").exists()
