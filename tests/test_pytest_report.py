@@ -5,11 +5,10 @@ and message, collection errors, and what the runner makes of it; no vLLM."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-from forktool import pytest_runner
+from forktool import process, pytest_runner
 from forktool.pytest_outcomes import Result, read_report
 from forktool.pytest_runner import report_args, report_env, run_pytest
 
@@ -76,9 +75,7 @@ def pytest_in(tmp_path: Path, files: dict[str, str], *args: str) -> list[dict]:
     out = tmp_path / "report.jsonl"
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
     env = report_env(env_for(tmp_path / "hf"))
-    subprocess.run(
-        [*cmd, *report_args(out)], cwd=tmp_path, env=env, capture_output=True
-    )
+    process.run([*cmd, *report_args(out)], cwd=tmp_path, env=env, check=False)
     return read_report(out)
 
 

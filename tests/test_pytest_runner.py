@@ -3,12 +3,11 @@ trees, the cache; no vLLM."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 from evidence import matrix
-from forktool import pytest_runner
+from forktool import process, pytest_runner
 from forktool.pytest_outcomes import Progress, Result, exception, read_report
 from forktool.pytest_runner import Runner
 from forktool.selection import Selection
@@ -77,9 +76,9 @@ def tiny_tree(tmp_path, name: str, text: str) -> tuple[Path, Runner]:
     (tree / "tests").mkdir(parents=True)
     (tree / "tests" / name).write_text(text)
     git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "tests"], check=True)
+    process.run([*git, "init", "-q"])
+    process.run([*git, "add", "."])
+    process.run([*git, "commit", "-q", "-m", "tests"])
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(sys.executable)
