@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -294,7 +294,9 @@ def failures(result: Result, most: int | None = None, tails: bool = False) -> st
             lines += [f"    {line}" for line in tail.splitlines()]
     if most is not None and len(failing) > most:
         lines.append(f"({len(failing) - most} more failing tests)")
-    return "\n".join([*lines, result.summary()])
+    # The run's own time, cached or not: the evidence is of that run.
+    ran = replace(result, cached=False).summary()
+    return "\n".join([*lines, ran])
 
 
 def excerpt(runner: Runner, result: Result, args: tuple[str, ...], **how: Any) -> str:
