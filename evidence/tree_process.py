@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
+from forktool import process
 from forktool.errors import ForkToolError
 
 
@@ -26,7 +27,7 @@ class TreeProcess:
         self.log: IO[str] = tempfile.NamedTemporaryFile(
             "w+", prefix=f"{label}-", suffix=".log"
         )
-        self.proc = subprocess.Popen(
+        self.proc = process.start(
             [*command, str(tree)],
             cwd=tree,
             stdin=subprocess.PIPE,
