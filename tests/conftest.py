@@ -1,17 +1,27 @@
 """The synthetic fork's workspace fixture, shared by the fork's test modules,
 and a git config of the tests' own."""
 
-import pytest
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 from fork_fixture import workspace  # noqa: F401
 
+_GIT_HOME = Path(tempfile.mkdtemp(prefix="tool-tests-git-"))
 
-@pytest.fixture(autouse=True)
-def isolated_git_config(monkeypatch, tmp_path_factory):
+
+def pytest_configure(config):
     """No global or system git config (signing, hooks, templates, the default
-    branch) reaches the git commands the tests run themselves."""
-    home = tmp_path_factory.mktemp("git-home")
-    (home / ".gitconfig").write_text(
+    branch) reaches the git commands the tests run themselves. Set for the
+    whole session, so no test's `monkeypatch.undo()` can lift it."""
+    gitconfig = _GIT_HOME / ".gitconfig"
+    gitconfig.write_text(
         "[user]\n\tname = Tool Tests\n\temail = tool-tests@noreply.invalid\n"
     )
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    os.environ["GIT_CONFIG_GLOBAL"] = str(gitconfig)
+    os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_GIT_HOME, ignore_errors=True)

@@ -66,10 +66,9 @@ def test_a_sync_killed_while_it_moves_the_fork_is_finished(workspace, monkeypatc
         (fork_tree / ".git" / "index.lock").write_text("")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(journal, "_finish_sync", killed)
-    with pytest.raises(KeyboardInterrupt):
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        patched.setattr(journal, "_finish_sync", killed)
         sync(workspace, force=True)
-    monkeypatch.undo()
     assert journal.journal_path(tree).exists()
     message = sync(workspace)
     assert message.startswith("finished an interrupted sync"), message
@@ -90,10 +89,9 @@ def test_an_export_finished_later_marks_what_it_exported(workspace, monkeypatch)
     def killed(fork_tree, done):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(journal, "_finish_export", killed)
-    with pytest.raises(KeyboardInterrupt):
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        patched.setattr(journal, "_finish_export", killed)
         export(tree, patches)
-    monkeypatch.undo()
     commit(tree, "FIVE.md", "5\n", "[Doc] Five")
     with pytest.raises(ForkToolError, match="Five.patch: only in the fork"):
         sync(workspace)
