@@ -1,6 +1,6 @@
 """`bench`: the scheduler's cost per step, the fork against the pristine base.
 
-Three processes run checks/bench_scheduler.py: one imports the fork's vllm
+Three processes run fork_tests/bench_scheduler.py: one imports the fork's vllm
 (build/vllm), two the base's (build/trees/bench-base), whose ratio is the
 noise floor (A/A). For each case all three set up the same scheduler, then
 take turns, in an order that rotates every repeat, running the same number
@@ -33,7 +33,7 @@ from forktool.venv import python
 from forktool.worktrees import worktree
 
 BASE_TREE = LAYOUT.trees / "bench-base"
-WORKER = LAYOUT.checks / "bench_scheduler.py"
+WORKER = LAYOUT.fork_tests / "bench_scheduler.py"
 
 CONFIGS = {
     "mixed": "FP8 KV, one BF16 layer (one group), PP=2",
@@ -230,7 +230,7 @@ def render(rows: list[dict[str, Any]], repeats: int, steps: int) -> str:
 
 
 class Worker(TreeProcess):
-    """One checks/bench_scheduler.py process importing one tree's vllm."""
+    """One fork_tests/bench_scheduler.py process importing one tree's vllm."""
 
     def __init__(self, label: str, tree: Path, venv: Path) -> None:
         env = {**test_env(LAYOUT.hf_home), "VLLM_LOGGING_LEVEL": "ERROR"}

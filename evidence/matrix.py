@@ -116,7 +116,7 @@ def base_problems(base: Result, fails_on_base: frozenset[str]) -> list[str]:
 def regression_matrix(
     layout: Layout, runner: Runner, selection: Selection, author: str
 ) -> Measured:
-    """Run the regression selection and checks/ on base+tests and every patch."""
+    """Run the regression selection and fork_tests/ on base+tests and every patch."""
     # The trees first (git commands on one repository do not run in
     # parallel), then their pytest runs two at a time, one a core.
     fork, trees = layout.fork, layout.trees
@@ -124,15 +124,23 @@ def regression_matrix(
     commits = series_commits(fork)
     for number, commit in enumerate(commits, 1):
         named[f"{number:04d}"] = worktree(fork, trees / f"{number:04d}", commit)
+    # Each run is a task of its own, the longer regression runs first, so
+    # that no core waits for the other to finish a column.
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = {
-            name: pool.submit(_regression, runner, tree, selection, name, layout.root)
+        regression = {
+            name: pool.submit(
+                runner.run, tree, selection.regression, f"regression-{name}"
+            )
             for name, tree in named.items()
         }
-        done = {name: run.result() for name, run in runs.items()}
-    columns = {name: both[0] for name, both in done.items()}
-    drop_checks_before_their_patch(
-        columns, selection.checks_from, series_subjects(fork)
+        own = {
+            name: pool.submit(_fork_tests, runner, tree, selection, name, layout.root)
+            for name, tree in named.items()
+        }
+        done = {name: run.result() for name, run in regression.items()}
+        columns = {name: _both(done[name], own[name].result()) for name in named}
+    drop_fork_tests_before_their_patch(
+        columns, selection.fork_tests_from, series_subjects(fork)
     )
     drop_not_on_base(columns["base+tests"], selection.not_on_base)
     print(table(columns))
@@ -140,7 +148,7 @@ def regression_matrix(
     if commits:  # the evidence: the same selection on the base and at the head
         for side, name in (("base", "base+tests"), ("series", f"{len(commits):04d}")):
             details.excerpts.update(
-                failure_evidence(runner, done[name][1], selection.regression, side)
+                failure_evidence(runner, done[name], selection.regression, side)
             )
     details.ok = _judged(columns, selection, len(commits))
     print(f"regression matrix: {'ok' if details.ok else 'FAILED'}")
@@ -191,16 +199,16 @@ def drop_not_on_base(base: Result, not_on_base: tuple[str, ...]) -> None:
         del base.outcomes[test]
 
 
-def drop_checks_before_their_patch(
-    columns: dict[str, Result], checks_from: dict[str, str], subjects: list[str]
+def drop_fork_tests_before_their_patch(
+    columns: dict[str, Result], fork_tests_from: dict[str, str], subjects: list[str]
 ) -> None:
-    """Forget the outcomes of checks at the patches before the one they guard
+    """Forget the outcomes of fork tests at the patches before the one they guard
     (shown as not present there); the base column keeps them. `subjects` are
     the series' patch subjects, in order."""
-    unknown = set(checks_from.values()) - set(subjects)
+    unknown = set(fork_tests_from.values()) - set(subjects)
     if unknown:
         raise ForkToolError(
-            "upstream-tests.toml: checks_from names no patch of the series: "
+            "upstream-tests.toml: fork_tests_from names no patch of the series: "
             f"{sorted(unknown)}"
         )
     for number in range(1, len(subjects) + 1):
@@ -208,7 +216,7 @@ def drop_checks_before_their_patch(
         result = columns[f"{number:04d}"]
         for test in list(result.outcomes):
             patch = next(
-                (p for t, p in checks_from.items() if test.startswith(t)), None
+                (p for t, p in fork_tests_from.items() if test.startswith(t)), None
             )
             if patch is not None and patch not in applied:
                 del result.outcomes[test]
@@ -237,25 +245,25 @@ def _matrix_details(columns: dict[str, Result], selection: Selection) -> Measure
     return Measured(False, counts, {}, data)
 
 
-def _regression(
+def _fork_tests(
     runner: Runner, tree: Path, selection: Selection, name: str, repo: Path
-) -> tuple[Result, Result]:
-    """The series' regression tests and the checks of `repo` (this one), from
-    `tree`; and the regression tests alone.
+) -> Result:
+    """The fork tests of `repo` (this one), from `tree`, in a pytest of their
+    own rooted in this repository, so that neither its configuration nor the
+    tree's applies to the other's tests."""
+    if not selection.fork_tests:
+        return Result()
+    paths = tuple(repo / path for path in selection.fork_tests)
+    args = (f"--rootdir={repo}", *map(str, paths))
+    return runner.run(tree, args, f"fork-tests-{name}", inputs=paths)
 
-    The checks run in a pytest of their own, rooted in this repository, so
-    that neither configuration applies to the other's tests.
-    """
-    regression = runner.run(tree, selection.regression, f"regression-{name}")
-    both = Result(seconds=regression.seconds)
+
+def _both(regression: Result, own: Result) -> Result:
+    """One column of the matrix: the regression tests and the fork tests."""
+    both = Result(seconds=regression.seconds + own.seconds)
     both.update(regression)
-    if selection.checks:
-        paths = tuple(repo / path for path in selection.checks)
-        args = (f"--rootdir={repo}", *map(str, paths))
-        checks = runner.run(tree, args, f"checks-{name}", inputs=paths)
-        both.update(checks)
-        both.seconds += checks.seconds
-    return both, regression
+    both.update(own)
+    return both
 
 
 def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> Measured:
@@ -279,7 +287,7 @@ def override_patterns(layout: Layout, runner: Runner) -> Measured:
     Every check must pass on the fork; on the base, the patterns must
     install and win (what the fork keeps compatible with).
     """
-    fork, path = layout.fork, layout.checks / OVERRIDES
+    fork, path = layout.fork, layout.fork_tests / OVERRIDES
     args = (f"--rootdir={layout.root}", str(path))
     base = worktree(fork, layout.base_tree, BASE_TAG)
     results = {

@@ -3,11 +3,11 @@ and the check `mutants` of `test`).
 
 Mutants are plausible one-line mistakes in each line the series adds under
 vllm/ (evidence/mutants.py makes them). Each is run against the series'
-regression selection, then this repository's checks if it survived
+regression selection, then this repository's fork tests if it survived
 (evidence/mutate_runs.py): the mutant is killed (series) or killed (checks
 only) (by the first test that failed), survived, or equivalent (listed with
 a reason in mutants-equivalent.toml, and not run). The series'
-own tests must guard every line it adds: a mutant only checks/ kills fails
+own tests must guard every line it adds: a mutant only fork_tests/ kills fails
 the check unless its line is listed as GPU-only (`[[mutate.gpu_only]]` in
 upstream-tests.toml, with why no CPU test reaches it). Outcomes are kept in
 the results store with the fork's tree and the selection, so a rerun runs
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from evidence.mutants import Mutant, series_mutants
 from evidence.mutate_runs import (
-    KILLED_CHECKS,
+    KILLED_FORK_TESTS,
     KILLED_SERIES,
     WORKERS,
     Outcome,
@@ -76,20 +76,20 @@ def load_gpu_only(path: Path) -> dict[tuple[str, ...], str]:
 
 
 def selection_key(selection: Selection, runner: Runner) -> str:
-    """What outcomes depend on besides the tree: the selection, checks/, the venv
+    """What outcomes depend on besides the tree: the selection, fork_tests/, the venv
     (by the digest of the lock it was made from)."""
     digest = hashlib.sha256(
         json.dumps(
             [
                 selection.regression,
-                selection.checks,
+                selection.fork_tests,
                 runner.excluded,
                 venv_id(runner.venv),
             ]
         ).encode()
     )
-    for check in selection.checks:
-        for path in sorted((LAYOUT.root / check).rglob("*.py")):
+    for tests in selection.fork_tests:
+        for path in sorted((LAYOUT.root / tests).rglob("*.py")):
             digest.update(path.read_bytes())
     return digest.hexdigest()
 
@@ -121,27 +121,27 @@ def counts(found: list[tuple[Mutant, Outcome]]) -> dict[str, int]:
     kinds = Counter(o.kind for _, o in found)
     return {
         "mutants": len(found),
-        "killed": kinds[KILLED_SERIES] + kinds[KILLED_CHECKS],
+        "killed": kinds[KILLED_SERIES] + kinds[KILLED_FORK_TESTS],
         "killed by the series": kinds[KILLED_SERIES],
-        "killed only by checks": kinds[KILLED_CHECKS],
+        "killed only by fork tests": kinds[KILLED_FORK_TESTS],
         **{k: kinds[k] for k in ("survived", "equivalent")},
     }
 
 
-def only_checks(
+def only_fork_tests(
     found: list[tuple[Mutant, Outcome]],
     gpu_only: dict[tuple[str, ...], str],
     listed_in: str,
 ) -> tuple[list[str], list[str]]:
-    """The lines only checks/ guards, one sentence each: notes for the lines
+    """The lines only fork_tests/ guards, one sentence each: notes for the lines
     listed as GPU-only, failures for the others."""
     lines: dict[tuple[str, int, str], list[str]] = {}
     for m, o in found:
-        if o.kind == KILLED_CHECKS:
+        if o.kind == KILLED_FORK_TESTS:
             lines.setdefault((m.path, m.line, m.text), []).append(m.mutation)
     notes, failures = [], []
     for (file, line, text), mutations in sorted(lines.items()):
-        what = f"{file}:{line} is guarded only by checks/ ({', '.join(mutations)})"
+        what = f"{file}:{line} is guarded only by fork_tests/ ({', '.join(mutations)})"
         if reason := gpu_only.get((file, text)):
             notes.append(f"{what}: GPU-only, {reason}")
         else:
@@ -185,7 +185,7 @@ def summary(tally: dict[str, int], seconds: float, ran: int) -> str:
     return (
         f"{tally['mutants']} mutants: {tally['killed']} killed "
         f"({tally['killed by the series']} by the series' regression selection, "
-        f"{tally['killed only by checks']} only by checks/), "
+        f"{tally['killed only by fork tests']} only by fork_tests/), "
         f"{tally['survived']} survived, {tally['equivalent']} equivalent; "
         f"{seconds:.0f} s, {ran} run"
     )
@@ -262,7 +262,7 @@ def mutation_testing(
     outcomes.update(measure(todo, fork, trees, runner, selection))
     found = [(m, outcomes[m.id]) for m in every]
     tally = counts(found)
-    notes, failures = only_checks(found, gpu_only, gpu_lines.name)
+    notes, failures = only_fork_tests(found, gpu_only, gpu_lines.name)
     said = summary(tally, time.monotonic() - start, len(todo))
     text = "\n".join([table(found), said, *notes, *failures])
     print(text)

@@ -1,7 +1,7 @@
 """Running mutants: each written into a scratch worktree of the fork (one per
 worker, two side by side), where the series' regression selection runs with
--x, then this repository's checks if it survived. The outcome: killed
-(series) or killed (checks only) (by the first test that failed), or
+-x, then this repository's fork tests if it survived. The outcome: killed
+(series) or killed (fork tests only) (by the first test that failed), or
 survived.
 
 Each worker is a warm server (evidence/pytest_server.py) that imported the
@@ -24,7 +24,8 @@ from evidence.pytest_server import SWAP_FAILED
 from evidence.tree_process import TreeProcess
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
-from forktool.pytest_runner import Result, Runner, parse_junit, test_env
+from forktool.pytest_outcomes import read_report
+from forktool.pytest_runner import Result, Runner, report_args, report_env, test_env
 from forktool.selection import Selection
 from forktool.venv import python
 
@@ -35,14 +36,14 @@ RUN_TIMEOUT_S = 900.0
 
 
 KILLED_SERIES = "killed (series)"
-KILLED_CHECKS = "killed (checks only)"
+KILLED_FORK_TESTS = "killed (fork tests only)"
 
 
 @dataclass(frozen=True)
 class Outcome:
     kind: str
-    """KILLED_SERIES (by the regression selection), KILLED_CHECKS (only by
-    checks/), survived or equivalent."""
+    """KILLED_SERIES (by the regression selection), KILLED_FORK_TESTS (only by
+    fork_tests/), survived or equivalent."""
     detail: str = ""
     """The killing test, or why the mutant is equivalent."""
 
@@ -54,10 +55,10 @@ class Outcome:
 
 def runs(selection: Selection) -> list[tuple[tuple[str, ...], tuple[Path, ...]]]:
     """(pytest arguments, files outside the tree they read): the regression
-    selection, then the checks in a pytest of their own, as the matrix runs them."""
+    selection, then the fork tests in a pytest of their own, as the matrix runs them."""
     runs: list[tuple[tuple[str, ...], tuple[Path, ...]]] = [(selection.regression, ())]
-    if selection.checks:
-        paths = tuple(LAYOUT.root / path for path in selection.checks)
+    if selection.fork_tests:
+        paths = tuple(LAYOUT.root / path for path in selection.fork_tests)
         runs.append(((f"--rootdir={LAYOUT.root}", *map(str, paths)), paths))
     return runs
 
@@ -78,7 +79,7 @@ class WarmPytest(TreeProcess):
     def __init__(self, tree: Path, runner: Runner, selection: Selection) -> None:
         warm = [runner.arguments(tree, args) for args, _ in runs(selection)]
         command = [python(runner.venv), str(SERVER), json.dumps(warm)]
-        env = test_env(runner.hf_home)
+        env = report_env(test_env(runner.hf_home))
         super().__init__(f"mutate-{tree.name}", tree, command, env)
         self.runner = runner
 
@@ -86,20 +87,20 @@ class WarmPytest(TreeProcess):
         """The outcomes of a fork running `args` with `mutant`'s function
         swapped in; None when it could not be swapped in."""
         with tempfile.TemporaryDirectory() as tmp:
-            junit = Path(tmp, "junit.xml")
+            report = Path(tmp, "report.jsonl")
             arguments = self.runner.arguments(self.tree, args)
             self.write(
                 {
                     "module": mutant.path.removesuffix(".py").replace("/", "."),
                     "qualname": mutant.function,
                     "file": str(self.tree / mutant.path),
-                    "args": [*arguments, "-q", "-rfE", f"--junitxml={junit}"],
+                    "args": [*arguments, "-q", "-rfE", *report_args(report)],
                     "log": str(log),
                 }
             )
             if self.read(RUN_TIMEOUT_S)["status"] == SWAP_FAILED:
                 return None
-            return parse_junit(self.tree, junit) if junit.exists() else Result()
+            return Result.of(read_report(report))
 
 
 def classify(
@@ -131,7 +132,7 @@ def classify(
                 result = runner.run(tree, ("-x", *args), label, inputs)
             killer = first_failure(result, log)
             if killer:
-                return Outcome(KILLED_CHECKS if n else KILLED_SERIES, killer)
+                return Outcome(KILLED_FORK_TESTS if n else KILLED_SERIES, killer)
         return Outcome("survived")
     finally:
         target.write_text(original)

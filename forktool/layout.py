@@ -35,9 +35,9 @@ class Layout:
         return self.root / "fixtures" / "hf"
 
     @property
-    def checks(self) -> Path:
-        """The fork's checks that upstream would not take (and bench's worker)."""
-        return self.root / "checks"
+    def fork_tests(self) -> Path:
+        """The fork tests that upstream would not take (and bench's worker)."""
+        return self.root / "fork_tests"
 
     @property
     def equivalents(self) -> Path:

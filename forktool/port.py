@@ -54,7 +54,7 @@ def _selection_paths(selection: Selection) -> list[str]:
     args = [a for run in selection.runs.values() for a in run]
     args += [*selection.regression, *selection.gpu_only]
     args += [*selection.fails_on_base, *selection.excluded]
-    own = tuple(f"{c.rstrip('/')}/" for c in selection.checks)
+    own = tuple(f"{c.rstrip('/')}/" for c in selection.fork_tests)
     paths = {a.split("::", 1)[0] for a in args if "/" in a and not a.startswith("-")}
     return sorted(p for p in paths if not p.startswith(own))
 

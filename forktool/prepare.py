@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from subprocess import DEVNULL, PIPE
 
-from forktool import hfcache, lock, process
-from forktool import sync as fork
+from forktool import hfcache, lock, process, sync
 from forktool.checks import Context
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
@@ -29,7 +28,7 @@ def sync_fork(pins: Pins, force: bool = False) -> None:
     register_clone()
     sdist = lambda: fetch(pins, pins.sdist)  # noqa: E731
     print(
-        fork.sync(
+        sync.sync(
             LAYOUT.fork,
             LAYOUT.patches,
             pins.author,

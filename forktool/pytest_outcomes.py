@@ -41,7 +41,7 @@ class Result:
     def exceptions(self) -> dict[str, str]:
         """Each failed or errored test's exception type ("" when unknown)."""
         return {
-            t: self.exception_types.get(t) or exception(self.reasons.get(t, ""))
+            t: self.exception_types.get(t, "")
             for t in self.with_outcome("failed", "error")
         }
 
@@ -78,23 +78,6 @@ class Result:
             if record.get("event") == "report":
                 result.add(record)
         return result
-
-
-def exception(message: str) -> str:
-    """The exception type a failure message names, when it does: the
-    exception's last line as Python prints it ("mod.TypeError: ..."), but
-    "assert ..." for an assert pytest rewrote, and wrapped in 'failed on
-    setup with "..."' in JUnit for a fixture's error."""
-    for when in ("setup", "teardown"):
-        wrapped = f'failed on {when} with "'
-        if message.startswith(wrapped):
-            message = message.removeprefix(wrapped).removesuffix('"')
-    first = message.partition("\n")[0]
-    if first == "assert" or first.startswith("assert "):
-        return "AssertionError"
-    name = first.partition(":")[0]
-    dotted = name and all(part.isidentifier() for part in name.split("."))
-    return name.rpartition(".")[2] if dotted else ""
 
 
 def read_report(path: Path) -> list[dict[str, Any]]:

@@ -98,6 +98,18 @@ class Reporter:
         if call.excinfo is not None and report.failed:
             report.forktool_exception = call.excinfo.typename
 
+    def pytest_exception_interact(
+        self,
+        node: pytest.Item | pytest.Collector,
+        call: pytest.CallInfo[Any],
+        report: pytest.TestReport | pytest.CollectReport,
+    ) -> None:
+        """A collection error's exception: the one pytest wraps (an import
+        error's), else its own; reported after this hook."""
+        if isinstance(report, pytest.CollectReport) and call.excinfo is not None:
+            error = call.excinfo.value
+            report.forktool_exception = type(error.__cause__ or error).__name__  # type: ignore[attr-defined]
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self._report(report)
 

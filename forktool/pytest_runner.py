@@ -20,7 +20,6 @@ import shlex
 import subprocess
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,6 @@ from forktool import process
 from forktool.cache import cache_dir
 from forktool.errors import ForkToolError
 from forktool.git import git
-from forktool.layout import LAYOUT
 from forktool.pytest_outcomes import Progress, Result, read_report
 from forktool.venv import python, venv_id
 
@@ -118,37 +116,6 @@ def run_pytest(
         return Session(status, read_report(report), log, time.monotonic() - start)
 
 
-def node_id(tree: Path, classname: str, name: str) -> str:
-    """pytest's node id from JUnit's dotted classname (module, then classes).
-
-    Only for evidence.mutate's warm pytest until it loads the plugin too.
-    """
-    parts = classname.split(".")
-    for root in (tree, LAYOUT.root):
-        for i in range(len(parts), 0, -1):
-            module = "/".join(parts[:i]) + ".py"
-            if (root / module).exists():
-                return "::".join([module, *parts[i:], name])
-    return f"{classname}::{name}"
-
-
-def parse_junit(tree: Path, junit: Path) -> Result:
-    """A Result from pytest's JUnit XML (evidence.mutate's warm pytest only)."""
-    result = Result()
-    for case in ET.parse(junit).iter("testcase"):
-        test = node_id(tree, case.get("classname", ""), case.get("name", ""))
-        status, reason = "passed", ""
-        for child in case:
-            if child.tag in ("failure", "error", "skipped"):
-                status = {"failure": "failed"}.get(child.tag, child.tag)
-                reason = child.get("message", "")
-                break
-        if result.outcomes.get(test) not in ("failed", "error"):
-            result.outcomes[test] = status
-            result.reasons[test] = reason
-    return result
-
-
 def tree_id(tree: Path) -> str | None:
     """The tree's content id, or None when uncommitted changes make it unknown."""
     if git(tree, "status", "--porcelain").stdout:
@@ -186,7 +153,7 @@ class Runner:
     ) -> Path | None:
         """Where the outcome of `kind` on this clean tree is kept; None if dirty.
 
-        `inputs` are files outside the tree that the run reads (checks/).
+        `inputs` are files outside the tree that the run reads (fork_tests/).
         """
         content = tree_id(tree)
         if content is None:
@@ -254,7 +221,7 @@ class Runner:
     ) -> Result:
         """Run pytest with `args` in `tree`, which is what `import vllm` loads.
 
-        `inputs` are files outside the tree that the run reads (checks/).
+        `inputs` are files outside the tree that the run reads (fork_tests/).
         """
         cached = self._cached("run", tree, args, inputs)
         if cached and cached.exists():

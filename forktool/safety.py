@@ -75,7 +75,7 @@ def ensure_safe(fork: Path, command: str) -> None:
 
 
 BRANCH = "main"
-"""The fork's branch, as `forktree.create_base` makes it: the series."""
+"""The fork's branch, as `base.create_base` makes it: the series."""
 
 
 def _ensure_on_branch(fork: Path, command: str) -> None:

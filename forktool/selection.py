@@ -15,8 +15,8 @@ class Selection:
     """Name -> pytest arguments, upstream's own CPU job for the touched code."""
     regression: tuple[str, ...]
     """pytest arguments selecting the tests that pin the series' behaviour."""
-    checks: tuple[str, ...]
-    """This repository's own checks of the fork (paths under it), run from
+    fork_tests: tuple[str, ...]
+    """This repository's own tests of the fork (paths under it), run from
     each tree of the regression matrix like the regression selection."""
     fails_on_base: frozenset[str]
     """Regression tests that must fail on the pristine base's code."""
@@ -28,8 +28,8 @@ class Selection:
     """Node ids (or prefixes) of upstream tests the series edits for what it
     renames: they cannot run on the base's code, which the matrix does not
     judge them on."""
-    checks_from: dict[str, str] = field(default_factory=dict)
-    """Check node id (or its prefix) -> the subject of the patch it guards:
+    fork_tests_from: dict[str, str] = field(default_factory=dict)
+    """Fork test node id (or its prefix) -> the subject of the patch it guards:
     the matrix does not judge it at the patches before that one."""
 
     @classmethod
@@ -39,12 +39,13 @@ class Selection:
         return cls(
             runs={r["name"]: tuple(r["args"]) for r in data["run"]},
             regression=tuple(data["regression"]["args"]),
-            checks=tuple(data["regression"].get("checks", ())),
+            fork_tests=tuple(data["regression"].get("fork_tests", ())),
             fails_on_base=frozenset(data["regression"]["fails_on_base"]),
             gpu_only=tuple(data["gpu_only"]["args"]),
             excluded={e["test"]: e["reason"] for e in data.get("exclude", [])},
             not_on_base=tuple(data["regression"].get("not_on_base", ())),
-            checks_from={
-                e["test"]: e["patch"] for e in data["regression"].get("checks_from", [])
+            fork_tests_from={
+                e["test"]: e["patch"]
+                for e in data["regression"].get("fork_tests_from", [])
             },
         )

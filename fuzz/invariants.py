@@ -6,7 +6,7 @@ attention precision, (dtype, kv_quant_mode), is written by another group
 under another (precisions mixed within one group never are); every worker
 and the scheduler must then carry the OR of that over all workers.
 
-The byte-level oracle (checks/zeroing_oracle.py, run in the candidate's
+The byte-level oracle (fork_tests/zeroing_oracle.py, run in the candidate's
 worker process on each planned config) decides that rule from the planned
 tensors alone; it shares no code with vLLM's predicate.
 """

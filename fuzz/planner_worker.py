@@ -7,10 +7,10 @@ by fuzz/strategies.py); each output line holds the planner's canonical
 result: the global groups, every worker's KVCacheConfig and the scheduler's,
 all without the zeroing decision (`needs_kv_cache_zeroing` and the fork's
 resolved copy of it), which is reported on its own, with what the byte-level
-oracle (checks/zeroing_oracle.py) says of each config.
+oracle (fork_tests/zeroing_oracle.py) says of each config.
 
 Self-contained on purpose: from the fuzz package's repository it loads only
-checks/zeroing_oracle.py (numpy and the tree's vllm), by its path; otherwise
+fork_tests/zeroing_oracle.py (numpy and the tree's vllm), by its path; otherwise
 the tree's vllm, torch and the standard library.
 """
 
@@ -60,7 +60,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
     SlidingWindowSpec,
 )
 
-ORACLE = Path(__file__).resolve().parents[1] / "checks" / "zeroing_oracle.py"
+ORACLE = Path(__file__).resolve().parents[1] / "fork_tests" / "zeroing_oracle.py"
 _spec = importlib.util.spec_from_file_location("zeroing_oracle", ORACLE)
 assert _spec is not None and _spec.loader is not None, ORACLE
 zeroing_oracle = importlib.util.module_from_spec(_spec)

@@ -14,7 +14,7 @@ default) must satisfy, in this order (see invariants.py):
   pickle         the decision (and the config) survives a pickle round trip;
   uniform_false  uniform-precision, attention-only inputs never zero;
   oracle         each worker's needs_kv_cache_zeroing equals the byte-level
-                 oracle (checks/zeroing_oracle.py) on its planned config;
+                 oracle (fork_tests/zeroing_oracle.py) on its planned config;
   oracle_or      every worker's and the scheduler's decision is the oracle
                  ORed over the workers.
 

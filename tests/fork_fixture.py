@@ -194,13 +194,6 @@ def reword_second(tree: Path, body: str) -> None:
     git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
 
 
-def change_second_code(tree: Path, text: str) -> None:
-    edit_series(tree, "sed -i 2s/^pick/edit/")
-    (tree / "mini/util.py").write_text(text)
-    git(tree, "commit", "-q", "--amend", "--no-edit", "-a")
-    git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
-
-
 def backed_up(tree: Path) -> str:
     """The subjects on the fork's backup branches."""
     return git(tree, "log", "--format=%s", "--branches=backup/").stdout
@@ -227,10 +220,7 @@ def commit_message(tree: Path, path: str, text: str, message: str, **env) -> str
 
 
 def refused(command) -> str:
-    with pytest.raises(ForkToolError) as excinfo:
-        command()
-    print(excinfo.value)
-    return str(excinfo.value)
+    return str(refusal(command))
 
 
 def reword_third(tree: Path) -> None:

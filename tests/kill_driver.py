@@ -2,7 +2,7 @@
 
     python tests/kill_driver.py <workspace-root> sync|export [--force|--check]
 
-<workspace-root> is tests/test_fork.py's `workspace` repository: patches/
+<workspace-root> is tests/fork_fixture.py's `workspace` repository: patches/
 there, the fork at build/mini, the clone's lock at build/forktool.lock. The
 sdist is the cache's (VLLM_FORK_CACHE), pinned as `make_pins` pins it. The
 command runs under `journal.exclusive`, and a ForkToolError prints
@@ -20,14 +20,13 @@ from pathlib import Path
 if __name__ == "__main__":  # run by path: import forktool from the clone
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from forktool import journal  # noqa: E402
-from forktool import sync as fork  # noqa: E402
+from forktool import journal, sync  # noqa: E402
 from forktool.cache import cache_dir  # noqa: E402
 from forktool.errors import ForkToolError  # noqa: E402
 from forktool.export import export  # noqa: E402
 from forktool.pins import Artifact, Pins, fetch  # noqa: E402
 
-# tests/test_fork.py's (not imported: pytest would slow every run down).
+# tests/fork_fixture.py's (not imported: pytest would slow every run down).
 AUTHOR = "Test Project <test-project@noreply.invalid>"
 MESSAGE = "mini 0.1\n"
 GENERATED = ("PKG-INFO",)
@@ -45,7 +44,7 @@ def run(root: Path, words: list[str]) -> str:
         return export(own, patches, check="--check" in words)
     sdist = pins().sdist
     fetched = lambda: fetch(pins(), sdist)  # noqa: E731
-    return fork.sync(
+    return sync.sync(
         own, patches, AUTHOR, MESSAGE, fetched, GENERATED, "--force" in words
     )
 

@@ -96,7 +96,7 @@ def matrix_made() -> tuple[dict[str, int], dict[str, str], dict[str, Any]]:
     }
     for column in columns.values():  # a check of the fork's repository
         failed = column is columns["base+tests"]
-        column["outcomes"]["checks/c.py::d"] = "failed" if failed else "passed"
+        column["outcomes"]["fork_tests/c.py::d"] = "failed" if failed else "passed"
     return (
         {"base+tests failed": 2},
         {
@@ -129,7 +129,7 @@ MUTANTS = {
     "mutants": 3,
     "killed": 2,
     "killed by the series": 1,
-    "killed only by checks": 1,
+    "killed only by fork tests": 1,
     "survived": 0,
     "equivalent": 1,
 }
@@ -199,12 +199,12 @@ OVERRIDES: Made = (
     {
         "table": "check  base  fork\nreplace  ok  ok",
         "base": {
-            "checks/t.py::replace": "passed",
-            "checks/t.py::new": "failed",
+            "fork_tests/t.py::replace": "passed",
+            "fork_tests/t.py::new": "failed",
         },
         "fork": {
-            "checks/t.py::replace": "passed",
-            "checks/t.py::new": "passed",
+            "fork_tests/t.py::replace": "passed",
+            "fork_tests/t.py::new": "passed",
         },
     },
 )
@@ -233,8 +233,8 @@ def made_checks() -> dict[str, Made]:
                     mutant(
                         2,
                         "assignment deleted",
-                        "killed (checks only)",
-                        "checks/c.py::d",
+                        "killed (fork tests only)",
+                        "fork_tests/c.py::d",
                         "only a GPU zeroes",
                     ),
                     mutant(3, "1 -> 2", "equivalent", "no test asks about 2"),

@@ -15,9 +15,9 @@ from fork_fixture import (
 )
 
 from forktool import backups, cache, venv
-from forktool import sync as fork
 from forktool.__main__ import main
 from forktool.cache import cache_dir
+from forktool.git import git
 from forktool.layout import LAYOUT, Layout
 from forktool.pins import Pins
 
@@ -32,10 +32,10 @@ def clone_at(tmp_path: Path, monkeypatch) -> Path:
     (clone / "patches").mkdir()
     (clone / "patches" / "series").write_text("# empty\n")
     (clone / ".gitignore").write_text("build/\n")
-    fork.git(clone, "init", "-q")
-    fork.git(clone, "add", ".gitignore", "patches")
-    fork.git(clone, "commit", "-qm", "Series")
-    fork.git(clone / "build" / "vllm", "init", "-q")
+    git(clone, "init", "-q")
+    git(clone, "add", ".gitignore", "patches")
+    git(clone, "commit", "-qm", "Series")
+    git(clone / "build" / "vllm", "init", "-q")
     monkeypatch.setattr(cache, "LAYOUT", Layout(clone))
     return clone
 
@@ -52,8 +52,8 @@ def test_a_relative_cache_is_the_clones_root_from_any_folder(tmp_path, monkeypat
     assert list((clone / "relcache" / "clones").glob("*.json"))
     assert not (fork_tree / "relcache").exists()
     # Neither the fork nor the project's git status shows the cache.
-    assert fork.git(fork_tree, "status", "--porcelain").stdout == ""
-    assert fork.git(clone, "status", "--porcelain").stdout == ""
+    assert git(fork_tree, "status", "--porcelain").stdout == ""
+    assert git(clone, "status", "--porcelain").stdout == ""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "elsewhere"))
     assert cache_dir() == tmp_path / "elsewhere"
     assert not (tmp_path / "elsewhere").exists()  # nothing written outside

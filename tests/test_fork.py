@@ -14,6 +14,7 @@ from fork_fixture import (
     commit_series,
     edit_series,
     make_pins,
+    refused,
     series_of,
     snapshot,
     sync,
@@ -108,10 +109,7 @@ def test_issue_1_rebase_in_progress_is_refused_and_nothing_is_lost(workspace):
     edit_series(tree, "sed -i 2s/^pick/edit/")
     assert (tree / ".git" / "rebase-merge").exists()
     for command in (export, lambda tree, _: sync(workspace)):
-        with pytest.raises(ForkToolError) as excinfo:
-            command(tree, patches)
-        message = str(excinfo.value)
-        print(message)
+        message = refused(lambda command=command: command(tree, patches))
         assert "interactive rebase" in message
         assert f"git -C {tree} rebase --continue" in message
         assert f"git -C {tree} rebase --abort" in message
@@ -188,10 +186,7 @@ def test_issue_7_patch_that_does_not_apply_gets_one_message(workspace):
         .replace("-    return 2 * x", "-    return 3 * x")
     )
     shutil.rmtree(tree)
-    with pytest.raises(ForkToolError) as excinfo:
-        sync(workspace)
-    message = str(excinfo.value)
-    print(message)
+    message = refused(lambda: sync(workspace))
     assert "patch 2 of 2 in the series does not apply: 0002-Bad.patch" in message
     assert "conflicting: mini/util.py" in message
     assert f"git -C {tree} am -3 --keep-non-patch {bad}" in message

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from fork_fixture import (
     PERSON,
     THREE,
@@ -17,6 +16,8 @@ from fork_fixture import (
     commit_series,
     follow,
     fresh_clone,
+    refusal,
+    refused,
     series_of,
     snapshot,
     subjects,
@@ -25,7 +26,6 @@ from fork_fixture import (
 )
 
 from forktool.check_runs import all_checks
-from forktool.errors import ForkToolError
 from forktool.export import export
 from forktool.git import git
 from forktool.tool_checks import EXPORT_CHECK
@@ -40,10 +40,7 @@ def test_a_patch_whose_hunk_header_counts_too_few_lines_is_refused(workspace):
     bad.write_text(bad.read_text().replace("@@ -1,2 +1,6 @@", "@@ -1,2 +1,4 @@"))
     commit_series(patches)
     shutil.rmtree(tree)
-    with pytest.raises(ForkToolError) as excinfo:
-        sync(workspace)
-    message = str(excinfo.value)
-    print(message)
+    message = refused(lambda: sync(workspace))
     assert "patch 2 of 2 in the series applied other content than it names" in message
     assert "0002-Core-Triple.patch" in message and "mini/util.py: became" in message
     assert subjects(tree) == ["[Core] First"]
@@ -62,11 +59,9 @@ def test_a_commit_message_that_git_am_reads_as_a_diff_is_not_exported(workspace)
     (tree / "mini/extra.py").write_text("EXTRA = 1\n")
     git(tree, "add", "mini/extra.py")
     git(tree, "commit", "-qm", f"[Core] Extra\n\n{fake}\nSigned-off-by: {PERSON}")
-    with pytest.raises(ForkToolError) as excinfo:
-        export(tree, patches)
-    print(excinfo.value)
-    assert "do not rebuild" in str(excinfo.value)
-    assert "mini/util.py" in str(excinfo.value)
+    error = refusal(lambda: export(tree, patches))
+    assert "do not rebuild" in str(error)
+    assert "mini/util.py" in str(error)
     assert snapshot(patches) == before
 
 
@@ -82,10 +77,7 @@ def test_a_merge_commit_is_refused_and_the_advice_linearises_it(workspace):
     (tree / "mini/util.py").write_text(resolved)
     git(tree, "commit", "-qam", "Merge side")
     for command in (lambda: export(tree, patches), lambda: sync(workspace)):
-        with pytest.raises(ForkToolError) as excinfo:
-            command()
-        message = str(excinfo.value)
-        print(message)
+        message = refused(command)
         assert "merge " in message and "its resolution would be in no patch" in message
     assert snapshot(patches) == before
     # Follow it: the rebase stops at the conflict the merge had resolved.
@@ -107,10 +99,7 @@ def test_an_empty_commit_is_refused_and_the_advice_drops_it(workspace):
     git(tree, "commit", "-q", "--allow-empty", "-m", f"[Core] Nothing\n\n"
              f"Signed-off-by: {PERSON}")  # fmt: skip
     commit(tree, *THREE[2])
-    with pytest.raises(ForkToolError) as excinfo:
-        export(tree, patches)
-    message = str(excinfo.value)
-    print(message)
+    message = refused(lambda: export(tree, patches))
     assert "empty " in message and "[Core] Nothing" in message
     follow(workspace, message)
     assert subjects(tree) == ["[Core] First", "[Core] Third"]
@@ -129,11 +118,9 @@ def test_export_check_names_stale_patches_and_writes_nothing(workspace):
     stale.write_text(stale.read_text().replace("@@ -1,2 +1,2 @@", "@@ -3,2 +3,2 @@"))
     before = snapshot(patches)
     assert "up to date" in sync(workspace)  # git patch-id ignores line numbers
-    with pytest.raises(ForkToolError) as excinfo:
-        export(tree, patches, check=True)
-    print(excinfo.value)
-    assert "(1 differ)" in str(excinfo.value)
-    assert "0002-Core-Second.patch: the same change, rewritten" in str(excinfo.value)
+    error = refusal(lambda: export(tree, patches, check=True))
+    assert "(1 differ)" in str(error)
+    assert "0002-Core-Second.patch: the same change, rewritten" in str(error)
     assert snapshot(patches) == before
     assert EXPORT_CHECK in all_checks() and EXPORT_CHECK.gates_test
 

@@ -1,4 +1,4 @@
-"""checks/gpu_zeroing_bench.py where no GPU is: source extraction and skip path."""
+"""fork_tests/gpu_zeroing_bench.py where no GPU is: source extraction and skip path."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "checks" / "gpu_zeroing_bench.py"
+SCRIPT = REPO / "fork_tests" / "gpu_zeroing_bench.py"
 FORK_UTILS = REPO / "build" / "vllm" / "vllm" / "v1" / "worker" / "utils.py"
 
 UTILS = """\

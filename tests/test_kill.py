@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import fork_fixture as test_fork
+import fork_fixture
 import kill_driver
 import pytest
 from fork_fixture import (
@@ -40,7 +40,7 @@ from fork_fixture import (
     teammate,
 )
 
-from forktool import sync as fork
+from forktool.git import git
 
 DRIVER = Path(kill_driver.__file__)
 SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGHUP)
@@ -124,7 +124,7 @@ def kill_at(repo: Path, words: list[str], sig: signal.Signals, n: int):
 
 
 def git_out(repo: Path, *args: str) -> str:
-    return fork.git(repo, *args, check=False).stdout.strip()
+    return git(repo, *args, check=False).stdout.strip()
 
 
 @dataclass
@@ -215,8 +215,8 @@ def build(kind: str, workspace) -> Scenario:
         theirs = teammate(workspace)
         edit_series(theirs, "sed -i 1s/^pick/edit/")
         (theirs / SERIES[0][0]).write_text("PART = 'changed'\n")
-        fork.git(theirs, "commit", "-qa", "--amend", "--no-edit")
-        fork.git(theirs, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+        git(theirs, "commit", "-qa", "--amend", "--no-edit")
+        git(theirs, "rebase", "--continue", env={"GIT_EDITOR": "true"})
         commit(theirs, "mini/theirs.py", "THEIRS = 1\n", "[Core] A teammate's patch")
         export(theirs, patches)
         commit_series(patches)
@@ -392,6 +392,6 @@ def test_two_commands_at_once(kind, first, second, workspace, tmp_path):
 
 
 def test_the_driver_pins_what_the_workspace_pins():
-    assert kill_driver.AUTHOR == test_fork.AUTHOR
-    assert kill_driver.MESSAGE == test_fork.MESSAGE
-    assert kill_driver.GENERATED == test_fork.GENERATED
+    assert kill_driver.AUTHOR == fork_fixture.AUTHOR
+    assert kill_driver.MESSAGE == fork_fixture.MESSAGE
+    assert kill_driver.GENERATED == fork_fixture.GENERATED

@@ -16,7 +16,8 @@ PACKAGES = ("forktool", "evidence")
 SERIES_WORKFLOW = ("sync", "export", "backups", "journal")
 """What `sync`, `export` and `backups` run; their imports are the workflow."""
 NOT_IN_WORKFLOW = (
-    *("upstream", "venv", "venv_check", "venv_probe", "lock", "uv", "hfcache"),
+    *("pytest_runner", "pytest_outcomes", "pytest_report", "venv", "venv_check"),
+    *("venv_probe", "lock", "uv", "hfcache"),
     *("checks", "check_runs", "tool_checks", "prepare"),
 )
 """The pytest runner, the registry of checks and the environment."""
@@ -123,6 +124,8 @@ def _reached(roots: list[str]) -> dict[str, list[str]]:
 
 
 def test_the_series_workflow_imports_no_runner_environment_or_evidence():
+    named = {f"forktool.{m}" for m in (*SERIES_WORKFLOW, *NOT_IN_WORKFLOW)}
+    assert named <= set(MODULES), f"no such modules: {sorted(named - set(MODULES))}"
     chains = _reached([f"forktool.{m}" for m in SERIES_WORKFLOW])
     banned = [f"forktool.{m}" for m in NOT_IN_WORKFLOW]
     wrong = [
@@ -170,3 +173,40 @@ def test_the_graph_sees_imports_of_every_kind():
     assert _is_command("evidence.commands.pr") and _is_command("forktool.commands.sync")
     assert not _is_command("forktool.commands.command")
     assert len(MODULES) > 40
+
+
+def _layout_rows(heading: str) -> dict[str, str]:
+    """The README's layout table under `heading`: first cell -> the row."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split(heading, 1)[1].split("\n\n", 2)[1]
+    rows = [line for line in table.splitlines()[2:] if line.startswith("| `")]
+    return {row.split("`")[1]: row for row in rows}
+
+
+def test_the_readme_has_a_row_for_every_module():
+    """One row per module (a subpackage's modules named in its row), and no
+    row for a module that is gone."""
+    headings = {
+        "forktool": "### The workflow: `forktool/`",
+        "evidence": "### The PR evidence: `evidence/`",
+    }
+    missing, stale = [], []
+    for package, heading in headings.items():
+        rows = _layout_rows(heading)
+        named = set()
+        for name, path in MODULES.items():
+            if not name.startswith(f"{package}."):
+                continue
+            parts = path.relative_to(ROOT / package).with_suffix("").parts
+            first = parts[0] if len(parts) == 1 else f"{parts[0]}/"
+            named.add(first)
+            leaf = parts[-1]
+            if first not in rows or (
+                len(parts) > 1 and leaf != "__init__" and f"`{leaf}`" not in rows[first]
+            ):
+                missing.append(name)
+        stale += [f"{package}: {row}" for row in rows if row not in named]
+    assert not missing, "README's layout lacks rows for:\n" + "\n".join(missing)
+    assert not stale, "README's layout names modules that are gone:\n" + "\n".join(
+        stale
+    )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from evidence.matrix import (
     base_problems,
-    drop_checks_before_their_patch,
+    drop_fork_tests_before_their_patch,
     drop_not_on_base,
     table,
 )
@@ -107,29 +109,40 @@ def test_shards_deal_out_the_tests_in_turn_keeping_their_order():
     assert shards([], 2) == []
 
 
-# Failures on the base as pytest's JUnit messages give them (Result.reasons).
-BASE_REASONS = {
-    "bug": "assert [] == [3]\n  +  where [] = take_new_block_ids()",
-    "raises": "Failed: DID NOT RAISE <class 'ValueError'>",
-    "said": "AssertionError: no freed block was reused\nassert 0 > 0",
-    "operand": "TypeError: unsupported operand type(s) for +: 'int' and 'str'",
-    "attr": "AttributeError: 'KVCacheConfig' object has no attribute 'zeroing'",
-    "keyword": "TypeError: KVCacheConfig.__init__() got an unexpected keyword "
-    "argument 'resolved'",
-    "positional": "TypeError: f() missing 1 required positional argument: 'x'",
-    "fixture": "failed on setup with \"ModuleNotFoundError: No module named 'v'\"",
-    "name": "NameError: name 'resolve' is not defined",
-    "own": "vllm.v1.errors.ZeroingError: stages disagree",
+# Failures on the base as the report plugin gives them: the exception's type
+# and its message (Result.exception_types, Result.reasons).
+BASE_FAILURES = {
+    "bug": ("AssertionError", "assert [] == [3]\n  +  where [] = take_new_block_ids()"),
+    "raises": ("Failed", "Failed: DID NOT RAISE <class 'ValueError'>"),
+    "said": ("AssertionError", "AssertionError: no freed block was reused"),
+    "operand": ("TypeError", "TypeError: unsupported operand type(s) for +"),
+    "attr": (
+        "AttributeError",
+        "AttributeError: 'KVCacheConfig' object has no attribute 'zeroing'",
+    ),
+    "keyword": (
+        "TypeError",
+        "TypeError: KVCacheConfig.__init__() got an unexpected keyword "
+        "argument 'resolved'",
+    ),
+    "positional": (
+        "TypeError",
+        "TypeError: f() missing 1 required positional argument: 'x'",
+    ),
+    "fixture": ("ModuleNotFoundError", "ModuleNotFoundError: No module named 'v'"),
+    "name": ("NameError", "NameError: name 'resolve' is not defined"),
+    "own": ("ZeroingError", "vllm.v1.errors.ZeroingError: stages disagree"),
 }
 ON_BASE = Result(
     outcomes={"t.py::passes": "passed"}
-    | {f"t.py::{t}": "error" if t == "fixture" else "failed" for t in BASE_REASONS},
-    reasons={f"t.py::{t}": reason for t, reason in BASE_REASONS.items()},
+    | {f"t.py::{t}": "error" if t == "fixture" else "failed" for t in BASE_FAILURES},
+    reasons={f"t.py::{t}": message for t, (_, message) in BASE_FAILURES.items()},
+    exception_types={f"t.py::{t}": kind for t, (kind, _) in BASE_FAILURES.items()},
 )
 
 
 def test_a_listed_test_failing_on_the_base_for_a_missing_api_is_a_problem():
-    listed = frozenset(ids(*BASE_REASONS, "passes"))
+    listed = frozenset(ids(*BASE_FAILURES, "passes"))
     problems = base_problems(ON_BASE, listed)
     print("\n".join(problems))
     assert problems[0] == (
@@ -149,8 +162,8 @@ def test_a_listed_test_failing_on_the_base_for_a_missing_api_is_a_problem():
 
 def test_failures_for_the_bug_on_the_base_are_no_problem():
     bug = ids("bug", "raises", "said", "operand", "own")
-    only = Result(
-        {t: o for t, o in ON_BASE.outcomes.items() if t in bug}, ON_BASE.reasons
+    only = replace(
+        ON_BASE, outcomes={t: o for t, o in ON_BASE.outcomes.items() if t in bug}
     )
     assert base_problems(only, frozenset(bug)) == []
     unlisted = base_problems(only, frozenset(ids("bug", "raises", "said", "own")))
@@ -175,19 +188,19 @@ def test_the_table_names_the_exception_of_each_failure_on_the_base():
 
 
 def test_a_check_is_not_judged_at_the_patches_before_the_one_it_guards():
-    narrow, keep = "checks/t.py::narrow", "checks/t.py::keep"
+    narrow, keep = "fork_tests/t.py::narrow", "fork_tests/t.py::keep"
     columns = {
         "base+tests": Result(outcomes={narrow: "failed"}),
         "0001": Result(outcomes={narrow: "failed", keep: "passed"}),
         "0002": Result(outcomes={narrow: "passed", keep: "passed"}),
     }
     subjects = ["[Core] Keep", "[Core] Narrow"]
-    drop_checks_before_their_patch(columns, {narrow: "[Core] Narrow"}, subjects)
+    drop_fork_tests_before_their_patch(columns, {narrow: "[Core] Narrow"}, subjects)
     assert columns["base+tests"].outcomes == {narrow: "failed"}
     assert columns["0001"].outcomes == {keep: "passed"}
     assert columns["0002"].outcomes == {narrow: "passed", keep: "passed"}
     with pytest.raises(ForkToolError, match="names no patch"):
-        drop_checks_before_their_patch(columns, {narrow: "[Core] Gone"}, subjects)
+        drop_fork_tests_before_their_patch(columns, {narrow: "[Core] Gone"}, subjects)
 
 
 def test_tests_that_cannot_run_on_the_base_are_not_judged_there():

@@ -10,7 +10,7 @@ import pytest
 from fork_fixture import (
     PERSON,
     THREE,
-    change_second_code,
+    change_second,
     commit,
     commit_message,
     commit_series,
@@ -165,7 +165,7 @@ def test_a_non_ascii_subject_changed_on_both_sides_gets_the_fixup_advice(workspa
     reword_second(theirs, f"{UNICODE}\n\nWhy, reworded.\n\nSigned-off-by: {PERSON}")
     export(theirs, patches)
     commit_series(patches)
-    change_second_code(mine, "def double(x):\n    return x * 2  # mine\n")
+    change_second(mine, "def double(x):\n    return x * 2  # mine\n")
     signed = trailers(mine)
     with pytest.raises(ConflictError) as excinfo:
         sync(workspace)

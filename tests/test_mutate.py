@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from evidence import mutate, mutate_runs
-from forktool import pytest_runner, results
+from forktool import results
 from forktool.git import git, identity
 from forktool.layout import LAYOUT, Layout
 from forktool.pytest_runner import Runner
@@ -115,7 +115,7 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
         for m in found.data["mutants"]
     }
     kinds = {m["kind"] for m in found.data["mutants"]}
-    assert kinds == {"killed (series)", "survived"}  # no checks/ here
+    assert kinds == {"killed (series)", "survived"}  # no fork_tests/ here
     assert rows[5, "and -> or"] == ("killed", "tests/test_calc.py::test_decide")
     assert rows[9, "> -> <="] == ("killed", "tests/test_calc.py::test_limit_above")
     assert rows[1, "assignment deleted"] == (
@@ -160,18 +160,18 @@ def test_clamp_caps():
 """
 
 
-def test_a_line_only_checks_guard_fails_unless_it_is_gpu_only(
+def test_a_line_only_fork_tests_guard_fails_unless_it_is_gpu_only(
     tmp_path, setting, monkeypatch, capsys
 ):
-    """checks/ alone kills `10 -> 11` in clamp: the series' own tests do not
+    """fork_tests/ alone kills `10 -> 11` in clamp: the series' own tests do not
     guard that line, which fails the check until it is listed as GPU-only."""
-    repo = tmp_path / "repo"  # this repository, with its checks/
-    (repo / "checks").mkdir(parents=True)
-    (repo / "checks" / "test_cap.py").write_text(CHECK_CLAMP)
-    for module in (mutate, mutate_runs, pytest_runner):
+    repo = tmp_path / "repo"  # this repository, with its fork_tests/
+    (repo / "fork_tests").mkdir(parents=True)
+    (repo / "fork_tests" / "test_cap.py").write_text(CHECK_CLAMP)
+    for module in (mutate, mutate_runs):
         monkeypatch.setattr(module, "LAYOUT", Layout(repo))
     fork, runner, selection = setting
-    setting = (fork, runner, replace(selection, checks=("checks",)))
+    setting = (fork, runner, replace(selection, fork_tests=("fork_tests",)))
     equivalents = tmp_path / "mutants-equivalent.toml"
     equivalents.write_text(equivalent(SURVIVORS[0]))  # the other survivor
     gpu_lines = tmp_path / "upstream-tests.toml"
@@ -182,18 +182,18 @@ def test_a_line_only_checks_guard_fails_unless_it_is_gpu_only(
     capped = rows[13, "10 -> 11"]
     assert (capped["outcome"], capped["kind"], capped["detail"]) == (
         "killed",
-        "killed (checks only)",
-        "checks/test_cap.py::test_clamp_caps",
+        "killed (fork tests only)",
+        "fork_tests/test_cap.py::test_clamp_caps",
     )
     assert capped["gpu_only"] == ""
     assert rows[13, "returns None"]["kind"] == "killed (series)"
-    assert found.counts["killed only by checks"] == 1
+    assert found.counts["killed only by fork tests"] == 1
     assert found.counts["killed by the series"] == found.counts["killed"] - 1
-    row = r"\nvllm/calc.py:13 +10 -> 11 +killed \(checks only\) +checks/"
+    row = r"\nvllm/calc.py:13 +10 -> 11 +killed \(fork tests only\) +fork_tests/"
     assert re.search(row, found.excerpts["table"])
     out = capsys.readouterr().out
     assert (
-        "MUTANTS: vllm/calc.py:13 is guarded only by checks/ (10 -> 11), not by "
+        "MUTANTS: vllm/calc.py:13 is guarded only by fork_tests/ (10 -> 11), not by "
         "the series' regression selection" in out
     )
     assert "mutation testing: FAILED" in out
@@ -209,7 +209,7 @@ def test_a_line_only_checks_guard_fails_unless_it_is_gpu_only(
     assert listed.data["mutants"][-1]["gpu_only"] == "only a GPU clamps"
     out = capsys.readouterr().out
     assert "0 to run" in out and "MUTANTS:" not in out
-    assert "vllm/calc.py:13 is guarded only by checks/ (10 -> 11): GPU-only" in out
+    assert "vllm/calc.py:13 is guarded only by fork_tests/ (10 -> 11): GPU-only" in out
 
 
 def test_a_selection_that_fails_unmutated_is_refused(tmp_path, setting):

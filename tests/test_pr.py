@@ -52,8 +52,8 @@ def test_renders_the_kit_from_a_results_set(fork, tmp_path):
     # the fork's own checks sit below it, collapsed, with their commands.
     validation, fork_own = text.split("The fork's own checks (not in this PR)")
     assert "0001: 3 passed; 0002: 3 passed" in validation
-    assert "checks/" not in validation and "planner fuzz" not in validation
-    assert "copies of the decision (`checks/`) | 1 failed | 1 passed |" in fork_own
+    assert "fork_tests/" not in validation and "planner fuzz" not in validation
+    assert "copies of the decision (`fork_tests/`) | 1 failed | 1 passed |" in fork_own
     assert "0001: 1 passed; 0002: 1 passed" in fork_own
     assert "python3 -m forktool mutate" in fork_own
     assert (
@@ -206,11 +206,10 @@ def test_renders_the_mutants_counts_and_each_mutant(fork, tmp_path):
     assert "Mutation testing of the lines the series adds: each line" in text
     assert (
         "3 mutants, 1 killed by the series' regression tests, 1 only by the "
-        "fork's checks, 0 survived, 1 equivalent" in text
+        "fork tests, 0 survived, 1 equivalent" in text
     )
     assert (
-        "`pkg/core.py:1` is killed only by the fork's checks: only a GPU zeroes."
-        in text
+        "`pkg/core.py:1` is killed only by the fork tests: only a GPU zeroes." in text
     )
     assert "<summary>Each mutant</summary>" in text
     assert (
@@ -218,8 +217,8 @@ def test_renders_the_mutants_counts_and_each_mutant(fork, tmp_path):
         "tests/test_core.py::test_zero[a\\|b] |" in text
     )
     assert (
-        "| `pkg/core.py:1` | assignment deleted | killed (checks only) | "
-        "checks/c.py::d |" in text
+        "| `pkg/core.py:1` | assignment deleted | killed (fork tests only) | "
+        "fork_tests/c.py::d |" in text
     )
     assert "| `pkg/core.py:2` | 1 -> 2 | equivalent | no test asks about 2 |" in text
 

@@ -26,7 +26,7 @@ from evidence.precommit_install import (
     precommit_requirement,
 )
 from evidence.precommit_runner import Outcome
-from forktool import git as fork
+from forktool import git
 from forktool.errors import ForkToolError
 
 RUFF = "https://github.com/astral-sh/ruff-pre-commit"
@@ -258,21 +258,21 @@ def test_precommit_is_pinned_to_vllms_lowest_accepted_version(tmp_path, capsys):
 
 
 def test_changed_files_are_added_or_modified_ones(tmp_path):
-    env = fork.identity("T <t@example.invalid>")
+    env = git.identity("T <t@example.invalid>")
     repo = tmp_path / "repo"
     repo.mkdir()
-    fork.git(repo, "init", "-q")
+    git.git(repo, "init", "-q")
     for name in ("kept.py", "changed.py", "gone.py", "moved.py"):
         (repo / name).write_text(f"# {name}\n")
-    fork.git(repo, "add", "-A")
-    fork.git(repo, "commit", "-qm", "base", env=env)
-    fork.git(repo, "tag", fork.BASE_TAG)
+    git.git(repo, "add", "-A")
+    git.git(repo, "commit", "-qm", "base", env=env)
+    git.git(repo, "tag", git.BASE_TAG)
     (repo / "changed.py").write_text("# changed\n")
     (repo / "new.py").write_text("# new\n")
-    fork.git(repo, "rm", "-q", "gone.py")
-    fork.git(repo, "mv", "moved.py", "renamed.py")
-    fork.git(repo, "add", "-A")
-    fork.git(repo, "commit", "-qm", "patch", env=env)
+    git.git(repo, "rm", "-q", "gone.py")
+    git.git(repo, "mv", "moved.py", "renamed.py")
+    git.git(repo, "add", "-A")
+    git.git(repo, "commit", "-qm", "patch", env=env)
 
     assert changed_files(repo) == ["changed.py", "new.py", "renamed.py"]
 

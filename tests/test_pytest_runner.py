@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evidence import matrix
 from forktool import process, pytest_runner
-from forktool.pytest_outcomes import Progress, Result, exception, read_report
+from forktool.pytest_outcomes import Progress, Result, read_report
 from forktool.pytest_runner import Runner
 from forktool.selection import Selection
 
@@ -127,7 +127,7 @@ def test_runner_collects_runs_reports_progress_and_caches(
 def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(
     tmp_path, monkeypatch
 ):
-    """A run that reads checks/ from outside the tree reruns when they change;
+    """A run that reads fork_tests/ from outside the tree reruns when they change;
     the GPU-only check passes only when everything it selects is skipped."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
     tree, runner = tiny_tree(
@@ -136,7 +136,7 @@ def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(
         "import pytest\n\n@pytest.mark.skip(reason='Need 2 GPUs')\n"
         "def test_e2e():\n    pass\n",
     )
-    check = tmp_path / "checks" / "test_c.py"
+    check = tmp_path / "fork_tests" / "test_c.py"
     check.parent.mkdir()
     check.write_text("def test_c():\n    pass\n")
     args = (f"--rootdir={tmp_path}", str(check))
@@ -182,9 +182,10 @@ def test_each_failure_names_its_exception(tmp_path, monkeypatch):
             "tests/test_e.py::test_raises": "Failed",
             "tests/test_e.py::test_setup": "ModuleNotFoundError",
         }
+    kinds = result.exceptions()
     for test in ("test_keyword", "test_positional", "test_attr", "test_setup"):
         reason = result.reasons[f"tests/test_e.py::{test}"]
-        assert matrix.missing_api(exception(reason), reason), reason
+        assert matrix.missing_api(kinds[f"tests/test_e.py::{test}"], reason), reason
     for test in ("test_assert", "test_said", "test_raises"):
         reason = result.reasons[f"tests/test_e.py::{test}"]
-        assert not matrix.missing_api(exception(reason), reason), reason
+        assert not matrix.missing_api(kinds[f"tests/test_e.py::{test}"], reason)

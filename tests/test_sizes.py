@@ -1,6 +1,6 @@
 """Modules of at most 400 lines, functions of at most 60 (issue 23, item 5).
 
-Every .py under forktool/, evidence/, checks/, fuzz/ and tests/ is read with
+Every .py under forktool/, evidence/, fork_tests/, fuzz/ and tests/ is read with
 `ast`: a module over MODULE_LINES lines, or a function (def or async def,
 nested ones included, counted from its `def` line to its last line) over
 FUNCTION_LINES lines, is named with its path:line.
@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("forktool", "evidence", "checks", "fuzz", "tests")
+PACKAGES = ("forktool", "evidence", "fork_tests", "fuzz", "tests")
 MODULE_LINES = 400
 FUNCTION_LINES = 60
 

@@ -1,6 +1,6 @@
 """The fork's own checks in the PR description: what upstream would not
 merge and a reviewer cannot rerun from the PR branch (this repository's
-checks/, the planner fuzz, the override patterns, mutation testing), in a
+fork_tests/, the planner fuzz, the override patterns, mutation testing), in a
 collapsed section of their own, with the commands that run them."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from forktool.results import CheckResult
 
 COMMANDS = """\
 git clone <this fork's repository> && cd <it>
-python3 -m forktool setup    # the regression matrix, checks/ included
+python3 -m forktool setup    # the regression matrix, fork_tests/ included
 python3 -m forktool test     # everything below, and what the table above shows
 python3 -m forktool mutate   # mutation testing alone"""
 
@@ -32,11 +32,11 @@ def fork_checks_section(found: Found) -> str:
     rows = (
         matrix_table_rows(
             matrix.data["columns"],
-            "Stand-in stages and workers, copies of the decision (`checks/`)",
-            fork_checks=True,
+            "Stand-in stages and workers, copies of the decision (`fork_tests/`)",
+            fork_tests=True,
         )
         if matrix
-        else [f"| `checks/` | {NOT_MEASURED} | {NOT_MEASURED} |"]
+        else [f"| `fork_tests/` | {NOT_MEASURED} | {NOT_MEASURED} |"]
     )
     table = [
         "| Check | Base | This series |",
@@ -120,7 +120,7 @@ def mutants_block(mutants: CheckResult | None) -> str:
         {
             (row["file"], row["line"], row["gpu_only"])
             for row in rows
-            if row["kind"] == "killed (checks only)" and row["gpu_only"]
+            if row["kind"] == "killed (fork tests only)" and row["gpu_only"]
         }
     )
     table = [
@@ -133,7 +133,7 @@ def mutants_block(mutants: CheckResult | None) -> str:
         ),
     ]
     unreachable = "".join(
-        f" `{file}:{line}` is killed only by the fork's checks: {reason}."
+        f" `{file}:{line}` is killed only by the fork tests: {reason}."
         for file, line, reason in gpu_only
     )
     return (
@@ -142,7 +142,7 @@ def mutants_block(mutants: CheckResult | None) -> str:
         "statements, replaced return values), against the series' regression "
         f"tests, then the fork's own checks: {len(rows)} mutants, "
         f"{tally['killed (series)']} killed by the series' regression tests, "
-        f"{tally['killed (checks only)']} only by the fork's checks, "
+        f"{tally['killed (fork tests only)']} only by the fork tests, "
         f"{tally['survived']} survived, "
         f"{tally['equivalent']} equivalent (no test can tell them apart; "
         f"each with its reason).{unreachable} Measured by `{mutants.command}` on "

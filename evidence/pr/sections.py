@@ -77,7 +77,7 @@ def matrix_rows(matrix: CheckResult | None) -> tuple[list[str], str]:
     rows = matrix_table_rows(
         columns,
         "Regression tests of the series (its test files on the base's code)",
-        fork_checks=False,
+        fork_tests=False,
     )
     parts = ["### The failure before the fix, and the fix\n"]
     for side, title in (
@@ -106,31 +106,31 @@ def matrix_rows(matrix: CheckResult | None) -> tuple[list[str], str]:
 
 
 def matrix_table_rows(
-    columns: dict[str, Any], what: str, fork_checks: bool
+    columns: dict[str, Any], what: str, fork_tests: bool
 ) -> list[str]:
     """Base against the series' head, then each patch (bisectable), for the
-    series' tests or (`fork_checks`) this repository's checks/."""
+    series' tests or (`fork_tests`) this repository's fork_tests/."""
     head = max(c for c in columns if c != "base+tests")
     at_each = "; ".join(
-        f"{c}: {counts_text(_column_counts(columns[c], fork_checks))}"
+        f"{c}: {counts_text(_column_counts(columns[c], fork_tests))}"
         for c in sorted(columns)
         if c != "base+tests"
     )
     return [
-        f"| {what} | {counts_text(_column_counts(columns['base+tests'], fork_checks))}"
-        f" | {counts_text(_column_counts(columns[head], fork_checks))} |",
+        f"| {what} | {counts_text(_column_counts(columns['base+tests'], fork_tests))}"
+        f" | {counts_text(_column_counts(columns[head], fork_tests))} |",
         f"| The same, at each patch (bisectable) | — | {at_each} |",
     ]
 
 
 def _column_counts(
-    column: dict[str, Any], fork_checks: bool | None = None
+    column: dict[str, Any], fork_tests: bool | None = None
 ) -> dict[str, int]:
-    """Outcome counts of a matrix column: all tests, or (`fork_checks`) only
-    those of this repository's checks/, or (not `fork_checks`) only the series'."""
+    """Outcome counts of a matrix column: all tests, or (`fork_tests`) only
+    those of this repository's fork_tests/, or (not `fork_tests`) only the series'."""
     counts: dict[str, int] = {}
     for test, outcome in column["outcomes"].items():
-        if fork_checks is None or test.startswith("checks/") == fork_checks:
+        if fork_tests is None or test.startswith("fork_tests/") == fork_tests:
             counts[outcome] = counts.get(outcome, 0) + 1
     return counts
 

@@ -5,9 +5,9 @@ it reads `_zero_kv_blocks_kernel` and `KVBlockZeroer` out of the fork's
 `vllm/v1/worker/utils.py` at run time and drives them as the worker does.
 
     # here: copy the fork's file (and its tree id) into a git-ignored folder
-    python3 checks/gpu_zeroing_bench.py carry build/vllm build/gpu-zeroing
+    python3 fork_tests/gpu_zeroing_bench.py carry build/vllm build/gpu-zeroing
     # where a GPU is (SOURCE: that folder, or a fork tree):
-    python checks/gpu_zeroing_bench.py run build/gpu-zeroing --results DIR
+    python fork_tests/gpu_zeroing_bench.py run build/gpu-zeroing --results DIR
 
 `run` writes DIR/gpu-zeroing.json; without torch, triton or a CUDA device
 it prints why it skipped, writes nothing and exits 0.
@@ -353,7 +353,7 @@ def run(source: Path, results: Path) -> int:
         ok=ok,
         tree=meta.get("tree", ""),
         base_version=meta["base_version"],
-        command=f"python checks/gpu_zeroing_bench.py run {source}",
+        command=f"python fork_tests/gpu_zeroing_bench.py run {source}",
         seconds=round(time.monotonic() - start, 1),
         counts={"sizes": len(rows), "correct": sum(r["correct"] for r in rows)},
         excerpts={"table": printed},
