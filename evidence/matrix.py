@@ -290,10 +290,12 @@ def override_patterns(layout: Layout, runner: Runner) -> Measured:
     fork, path = layout.fork, layout.fork_tests / OVERRIDES
     args = (f"--rootdir={layout.root}", str(path))
     base = worktree(fork, layout.base_tree, BASE_TAG)
-    results = {
-        "base": runner.run(base, args, "overrides-base", inputs=(path,)),
-        "fork": runner.run(fork, args, "overrides-fork", inputs=(path,)),
-    }
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        running = {
+            name: pool.submit(runner.run, tree, args, f"overrides-{name}", (path,))
+            for name, tree in (("base", base), ("fork", fork))
+        }
+        results = {name: run.result() for name, run in running.items()}
     tests = sorted({t for r in results.values() for t in r.outcomes})
     width = max(map(len, (t.partition("::")[2] for t in tests)), default=4)
     lines = [f"{'out-of-tree override check'.ljust(width)}  base  fork"]

@@ -91,25 +91,55 @@ def shards(ids: list[str], count: int) -> list[list[str]]:
     return [part for i in range(count) if (part := ids[i::count])]
 
 
-def _on_fork(
-    fork: Path, runner: Runner, name: str, options: tuple[str, ...], ids: list[str]
+def options(args: tuple[str, ...]) -> tuple[str, ...]:
+    """A run's pytest options: its arguments but the test paths."""
+    return tuple(a for a in args if not a.startswith("tests/"))
+
+
+def _in_two(
+    fork: Path, runner: Runner, opts: tuple[str, ...], ids: list[str], label: str
 ) -> Result:
-    """The fork's tests in two processes side by side."""
-    parts = shards(ids, 2)
+    """The tests `ids` on the fork in two processes side by side."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(
-            pool.map(
-                lambda part: runner.run(
-                    fork, (*options, *part[1]), f"{name}-fork-{part[0]}"
-                ),
-                enumerate(parts, 1),
-            )
-        )
+        running = [
+            pool.submit(runner.run, fork, (*opts, *part), f"{label}-{i}")
+            for i, part in enumerate(shards(ids, 2), 1)
+        ]
+        results = [run.result() for run in running]
     merged = Result(seconds=max((r.seconds for r in results), default=0.0))
     merged.cached = bool(results) and all(r.cached for r in results)
     for result in results:
         merged.update(result)
     return merged
+
+
+def _on_fork(
+    fork: Path, runner: Runner, collected: dict[str, tuple[tuple[str, ...], list[str]]]
+) -> dict[str, Result]:
+    """Each run's outcomes on the fork, by name, from its (options, ids).
+
+    Runs with the same options share one pair of processes: each process
+    imports vLLM once, and one run's slow tail does not leave a core idle
+    while the other finishes."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for opts, ids in collected.values():
+        groups.setdefault(opts, []).extend(ids)
+    found = {}
+    for n, (opts, ids) in enumerate(groups.items(), 1):
+        found[opts] = _in_two(
+            fork, runner, opts, list(dict.fromkeys(ids)), f"selection-{n}-fork"
+        )
+        print(f"fork, {' '.join(opts) or 'no options'}: {found[opts].summary()}")
+    return {name: only(found[opts], ids) for name, (opts, ids) in collected.items()}
+
+
+def only(result: Result, ids: list[str]) -> Result:
+    """`result`'s outcomes of the tests `ids`."""
+    kept = Result(cached=result.cached)
+    for name in ("outcomes", "reasons", "exception_types", "tails"):
+        whole = getattr(result, name)
+        getattr(kept, name).update({t: whole[t] for t in ids if t in whole})
+    return kept
 
 
 def _collect(
@@ -129,25 +159,23 @@ def _compared(
     name: str,
     args: tuple[str, ...],
     collected: tuple[list[str], set[str]],
+    on_fork: Result,
 ) -> tuple[bool, dict[str, Any]]:
     """One run of the selection, its ids `collected` on the fork and on the
-    base: the fork, its failures again, the base where needed; whether it is
-    ok, and its data for the results file."""
+    base and its outcomes `on_fork`: its failures again, the base where
+    needed; whether it is ok, and its data for the results file."""
     fork_ids, base_ids = set(collected[0]), collected[1]
-    options = tuple(a for a in args if not a.startswith("tests/"))
-    on_fork = _on_fork(fork, runner, name, options, collected[0])
-    print(f"{name}: fork {on_fork.summary()}")
+    opts = options(args)
+    print(f"{name}: fork {on_fork.counted()}")
     # A failure under load (a subprocess timeout) is judged only if it
     # fails again on the fork.
     failed = on_fork.with_outcome("failed", "error")
     again = None
     if failed:
-        again = runner.run(fork, (*options, *failed), f"{name}-fork-again")
+        again = runner.run(fork, (*opts, *failed), f"{name}-fork-again")
         print(f"{name}: fork, the {len(failed)} failed run again: {again.summary()}")
     rerun = needs_base(on_fork, base_ids)
-    on_base = (
-        runner.run(base, (*options, *rerun), f"{name}-base") if rerun else Result()
-    )
+    on_base = runner.run(base, (*opts, *rerun), f"{name}-base") if rerun else Result()
     comparison = compare(fork_ids, base_ids, on_fork, on_base, again)
     print(
         f"{name}: collected {len(fork_ids)} on the fork, {len(base_ids)} on the "
@@ -165,7 +193,6 @@ def _compared(
         "fork": {
             "collected": len(fork_ids),
             "counts": dict(on_fork.counts()),
-            "seconds": round(on_fork.seconds),
         },
         "base": {
             "collected": len(base_ids),
@@ -183,15 +210,27 @@ def suite_vs_base(layout: Layout, runner: Runner, selection: Selection) -> Measu
     """Upstream's CPU selection on the fork, compared with the pristine base."""
     fork = layout.fork
     base = worktree(fork, layout.base_tree, BASE_TAG)
-    ok, runs = True, {}
+    ok, collected = True, {}
     for name, args in selection.runs.items():
         try:
-            collected = _collect(fork, base, runner, name, args)
+            collected[name] = _collect(fork, base, runner, name, args)
         except ForkToolError as e:
             print(f"SUITE: {e}")
             ok = False
-            continue
-        fine, runs[name] = _compared(fork, base, runner, name, args, collected)
+    on_fork = _on_fork(
+        fork,
+        runner,
+        {
+            name: (options(selection.runs[name]), ids)
+            for name, (ids, _) in collected.items()
+        },
+    )
+    runs = {}
+    for name, both in collected.items():
+        args = selection.runs[name]
+        fine, runs[name] = _compared(
+            fork, base, runner, name, args, both, on_fork[name]
+        )
         ok = ok and fine
     print(f"upstream selection: {'ok' if ok else 'FAILED'}")
     return Measured(ok, data={"runs": runs})

@@ -29,11 +29,13 @@ class Result:
     def counts(self) -> Counter[str]:
         return Counter(self.outcomes.values())
 
-    def summary(self) -> str:
+    def counted(self) -> str:
         c = self.counts()
-        text = ", ".join(f"{c[o]} {o}" for o in OUTCOMES if c[o])
+        return ", ".join(f"{c[o]} {o}" for o in OUTCOMES if c[o]) or "nothing ran"
+
+    def summary(self) -> str:
         how = "cached" if self.cached else f"{self.seconds:.0f} s"
-        return f"{text or 'nothing ran'} ({how})"
+        return f"{self.counted()} ({how})"
 
     def with_outcome(self, *outcomes: str) -> list[str]:
         return sorted(t for t, o in self.outcomes.items() if o in outcomes)

@@ -12,7 +12,7 @@ from evidence.matrix import (
     drop_not_on_base,
     table,
 )
-from evidence.suite import compare, needs_base, shards
+from evidence.suite import compare, needs_base, only, shards
 from forktool.errors import ForkToolError
 from forktool.pytest_runner import Result
 
@@ -107,6 +107,25 @@ def test_shards_deal_out_the_tests_in_turn_keeping_their_order():
     ]
     assert shards(tests[:1], 2) == [["a.py::t"]]
     assert shards([], 2) == []
+
+
+def test_only_keeps_one_runs_outcomes_of_a_shared_session():
+    shared = Result(
+        outcomes={"core::a": "passed", "core::b": "failed", "kv::c": "failed"},
+        reasons={"core::b": "boom", "kv::c": "bang"},
+        exception_types={"core::b": "AssertionError", "kv::c": "TypeError"},
+        tails={"core::b": "tail b", "kv::c": "tail c"},
+        seconds=9.0,
+        cached=True,
+    )
+    core = only(shared, ["core::a", "core::b", "core::gone"])
+    assert core == Result(
+        outcomes={"core::a": "passed", "core::b": "failed"},
+        reasons={"core::b": "boom"},
+        exception_types={"core::b": "AssertionError"},
+        tails={"core::b": "tail b"},
+        cached=True,
+    )
 
 
 # Failures on the base as the report plugin gives them: the exception's type
