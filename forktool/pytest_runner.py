@@ -18,7 +18,6 @@ import json
 import os
 import shlex
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -92,11 +91,12 @@ class Session:
 def run_pytest(
     cmd: list[str], cwd: Path, env: dict[str, str], log: Path, label: str
 ) -> Session:
-    """Run `cmd` (python -m pytest ...) with the plugin, its output to `log`,
-    a progress line every PROGRESS_EVERY seconds."""
+    """Run `cmd` (python -m pytest ...) with the plugin, its output to `log`
+    and its report beside it (`.jsonl`: each test's outcome and duration), a
+    progress line every PROGRESS_EVERY seconds."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp, log.open("w") as out:
-        report = Path(tmp, "report.jsonl")
+    report = log.with_suffix(".jsonl")
+    with log.open("w") as out:
         line = shlex.join(cmd[1:])
         out.write(f"{line}\n\n")
         out.flush()

@@ -53,7 +53,7 @@ def culprit(error: BaseException) -> list[str]:
 def try_import(module: str) -> dict[str, object]:
     try:
         importlib.import_module(module)
-    except BaseException as error:  # noqa: B036 - report SystemExit too
+    except BaseException as error:  # SystemExit too: report, never exit
         return {
             "module": module,
             "error": f"{type(error).__name__}: {error}",
