@@ -7,7 +7,7 @@ The series may add passing tests but must not lose any.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -136,9 +136,10 @@ def _on_fork(
 def only(result: Result, ids: list[str]) -> Result:
     """`result`'s outcomes of the tests `ids`."""
     kept = Result(cached=result.cached)
-    for name in ("outcomes", "reasons", "exception_types", "tails"):
-        whole = getattr(result, name)
-        getattr(kept, name).update({t: whole[t] for t in ids if t in whole})
+    for f in fields(Result):
+        whole = getattr(result, f.name)
+        if isinstance(whole, dict):  # test id -> what the run said of it
+            getattr(kept, f.name).update({t: whole[t] for t in ids if t in whole})
     return kept
 
 
