@@ -129,7 +129,11 @@ def regression_matrix(
     with ThreadPoolExecutor(max_workers=2) as pool:
         regression = {
             name: pool.submit(
-                runner.run, tree, selection.regression, f"regression-{name}"
+                runner.run,
+                tree,
+                selection.regression,
+                f"regression-{name}",
+                expected=_must_fail(name, selection),
             )
             for name, tree in named.items()
         }
@@ -255,7 +259,16 @@ def _fork_tests(
         return Result()
     paths = tuple(repo / path for path in selection.fork_tests)
     args = (f"--rootdir={repo}", *map(str, paths))
-    return runner.run(tree, args, f"fork-tests-{name}", inputs=paths)
+    expected = _must_fail(name, selection)
+    return runner.run(tree, args, f"fork-tests-{name}", paths, expected)
+
+
+def _must_fail(name: str, selection: Selection) -> tuple[str, ...]:
+    """The tests that may fail in the column `name`, on the base only: the
+    bug's, and those that cannot run on its code."""
+    if name != "base+tests":
+        return ()
+    return (*sorted(selection.fails_on_base), *selection.not_on_base)
 
 
 def _both(regression: Result, own: Result) -> Result:

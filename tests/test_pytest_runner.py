@@ -118,7 +118,11 @@ def test_runner_collects_runs_reports_progress_and_caches(
     assert "[run] 2/3 tests done, 1 failed" in capsys.readouterr().out
     assert "test_slow PASSED" in (tmp_path / "logs" / "run.log").read_text()
 
-    again = runner.run(tree, args, "run")
+    # A failure nobody expects may be flaky: the run is not kept.
+    assert not runner.run(tree, args, "run").cached
+    must_fail = ("tests/test_x.py::test_fail",)
+    assert not runner.run(tree, args, "run", expected=must_fail).cached
+    again = runner.run(tree, args, "run", expected=must_fail)
     assert again.cached and again.outcomes == result.outcomes
     (tree / "tests" / "test_y.py").write_text("def test_new():\n    pass\n")
     assert not runner.run(tree, args, "run").cached  # uncommitted: run again
