@@ -3,6 +3,7 @@ how `setup` and `test` measure each, and which rows the PR renders."""
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from evidence import ci_impact, matrix, mutate, precommit, suite
@@ -16,6 +17,8 @@ from forktool.tool_checks import measured, repo_pytest
 from forktool.venv import python
 
 BENCH_RUN = "python3 -m forktool bench"
+AGREEMENT = {"workers_agree", "scheduler_agrees"}
+"""The fuzz's invariants the base violates: its workers and scheduler disagree."""
 
 
 def mutants(ctx: Context) -> Measured:
@@ -34,14 +37,17 @@ def mutants(ctx: Context) -> Measured:
 
 def fuzz_catches_base(ctx: Context) -> Measured:
     """The fuzz's invariants, with the pristine base as the candidate, must
-    fail: the fuzz (-s) prints a shrunk counterexample per violated invariant."""
-    against = {"FUZZ_AGAINST": "base"}
+    fail: the fuzz reports a shrunk counterexample per violated invariant, and
+    the workers' or the scheduler's agreement must be among them."""
+    report = LAYOUT.logs / "fuzz-catches-base.json"
+    report.unlink(missing_ok=True)
+    against = {"FUZZ_AGAINST": "base", "FUZZ_REPORT": str(report)}
     session = repo_pytest(ctx.venv, "fuzz", "-s", label="fuzz-catches-base", **against)
-    printed = session.log.read_text(errors="replace").splitlines()
-    shrunk = [line for line in printed if "_violated" in line]
+    violated = json.loads(report.read_text()) if report.exists() else {}
     failed = session.result().with_outcome("failed", "error")
+    shrunk = [f"{name}_violated: {detail}" for name, detail in violated.items()]
     print("\n".join(shrunk) or f"no invariant violated (see {session.log})")
-    ok = bool(failed) and any("agree" in line for line in shrunk)
+    ok = bool(failed) and bool(AGREEMENT & set(violated))
     shown = shlex.join(["FUZZ_AGAINST=base", "python", "-m", "pytest", "fuzz", "-s"])
     output = "\n".join(shrunk) or "no invariant violated"
     return Measured(ok, {"violations": len(shrunk)}, {"base": f"$ {shown}\n{output}"})

@@ -25,6 +25,8 @@ Environment:
   FUZZ_AGAINST=NAME   the candidate: series (default), base (must fail), a
                       build/trees name such as 0001, or a tree path
   FUZZ_SEED=N         a random seed instead of the derandomized CI run
+  FUZZ_REPORT=PATH    where to write each violated invariant's shrunk
+                      counterexample as JSON ({name: detail})
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from fuzz.strategies import cases
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))
 AGAINST = os.environ.get("FUZZ_AGAINST", "series")
 SEED = os.environ.get("FUZZ_SEED")
+REPORT = os.environ.get("FUZZ_REPORT")
 
 
 # How the planner refuses inputs on purpose; anything else is worth a look.
@@ -236,6 +239,10 @@ def planners(stats: Stats) -> Iterator[PlannerPair]:
     finally:
         print(summary(stats, pair), flush=True)
         pair.close()
+        if REPORT:
+            violated = {n: d for n, (_, d) in stats.last_failure.items()}
+            with open(REPORT, "w") as f:
+                json.dump(violated, f)
 
 
 def _settings(test: Any) -> Any:
