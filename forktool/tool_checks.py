@@ -17,7 +17,7 @@ from forktool.results import Measured
 from forktool.venv import python
 
 # The tool's own code, which ruff and mypy check (pyproject.toml configures both).
-CODE = ("forktool", "evidence", "fork_tests", "fuzz", "tests")
+CODE = ("forktool", "evidence", "fork_tests", "fuzz", "tests", "bench")
 
 
 def repo_pytest(
