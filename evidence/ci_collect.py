@@ -3,15 +3,18 @@ parses each command into test-file selections; for each pytest invocation
 selecting the file, `file::name` arguments, `--deselect` and `-k` narrow the
 test's items. `-k` goes through pytest's own parser and KeywordMatcher, on
 keywords collected once with `--collect-only` in the fork (which must have
-the revision checked out). `-m` (flagged where used) and skip marks are not
+the revision checked out), through the runner with the plugin
+evidence/ci_keywords.py. `-m` (flagged where used) and skip marks are not
 evaluated.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -20,9 +23,10 @@ from types import ModuleType
 from typing import Any
 
 from evidence.ci_steps import Step
-from forktool import process
 from forktool.errors import ForkToolError
 from forktool.git import git
+from forktool.layout import LAYOUT
+from forktool.pytest_runner import run_pytest
 
 TETHERING = "tools/pre_commit/check_test_tethering.py"
 
@@ -50,22 +54,11 @@ def load_tethering(fork: Path) -> ModuleType:
     return module
 
 
-# Run in the fork with the test's node id and an output path; writes each
-# collected item's id -> the names pytest's `-k` matches against.
-COLLECT = """\
-import json, sys, pytest
-from _pytest.mark import KeywordMatcher
-items = {}
-def pytest_collection_finish(session):
-    items.update((i.nodeid, sorted(KeywordMatcher.from_item(i)._names))
-                 for i in session.items)
-code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", sys.argv[1]],
-                   plugins=[sys.modules[__name__]])
-with open(sys.argv[2], "w") as out:
-    json.dump(items, out)
-sys.exit(int(code))
-"""
-COLLECT_ENV = {"VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+COLLECT_ENV = {
+    "VLLM_TARGET_DEVICE": "cpu",
+    "CUDA_VISIBLE_DEVICES": "",
+    "PYTHONDONTWRITEBYTECODE": "1",  # keep the tree clean
+}
 
 
 def collect(fork: Path, rev: str, test: str, python: str) -> dict[str, frozenset]:
@@ -74,14 +67,18 @@ def collect(fork: Path, rev: str, test: str, python: str) -> dict[str, frozenset
     commit = [git(fork, "rev-parse", f"{r}^{{commit}}").stdout for r in (rev, "HEAD")]
     if commit[0] != commit[1]:
         raise ForkToolError(f"check out {rev} in {fork}: the test is collected there")
+    label = "ci-impact-collect"
     with tempfile.TemporaryDirectory(prefix="ci-impact-") as tmp:
-        out, cmd = Path(tmp, "items.json"), [python, "-c", COLLECT, test]
-        env = process.environ(**COLLECT_ENV, PYTHONDONTWRITEBYTECODE="1")
-        run = process.run([*cmd, str(out)], cwd=fork, env=env, check=False, binary=True)
+        out = Path(tmp, "items.json")
+        cmd = [python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        cmd += ["-p", "evidence.ci_keywords", f"--ci-keywords={out}", test]
+        env = {**os.environ, **COLLECT_ENV}
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is the report
+            session = run_pytest(cmd, fork, env, LAYOUT.logs / f"{label}.log", label)
         items = json.loads(out.read_text()) if out.exists() else {}
-    if run.returncode != 0 or not items:
-        tail = (run.stdout + run.stderr).decode(errors="replace").splitlines()[-15:]
-        raise ForkToolError(f"collecting {test} failed:\n" + "\n".join(tail))
+    if session.status != 0 or not items:
+        errors = "".join(f"\n  {e}" for e in session.collection_errors()[:5])
+        raise ForkToolError(f"collecting {test} failed; see {session.log}{errors}")
     return {i.partition("::")[2]: frozenset(kw) for i, kw in items.items()}
 
 

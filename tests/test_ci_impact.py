@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
 
 from evidence import ci_collect, ci_impact, ci_steps
+from forktool import process
+from forktool.layout import Layout
 
 needs_pytest_expression = pytest.mark.skipif(
     importlib.util.find_spec("_pytest.mark.expression") is None,
@@ -206,3 +209,26 @@ def test_collected_through_the_forks_parser(command, expected, flagged):
     tk = ci_collect.load_tethering(FORK)
     items, unevaluated = ci_collect.collected(step, f"tests/{PP}", ITEMS, tk)
     assert (len(items), unevaluated) == (expected, flagged)
+
+
+@needs_pytest_expression
+def test_keywords_are_collected_in_the_tree_through_the_runner(tmp_path, monkeypatch):
+    """The items' `-k` keywords come from a --collect-only in the tree, run by
+    the runner (its report beside its log), at the revision checked out."""
+    tree = tmp_path / "tree"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "tests" / "test_pp.py").write_text(
+        "import pytest\n\n@pytest.mark.parametrize('backend', ['ray', 'mp'])\n"
+        "def test_pp(backend):\n    pass\n"
+    )
+    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
+    process.run([*git, "init", "-q"])
+    process.run([*git, "add", "."])
+    process.run([*git, "commit", "-q", "-m", "tests"])
+    monkeypatch.setattr(ci_collect, "LAYOUT", Layout(tmp_path))
+
+    items = ci_collect.collect(tree, "HEAD", "tests/test_pp.py", sys.executable)
+    assert set(items) == {"test_pp[ray]", "test_pp[mp]"}
+    assert ci_collect.k_selects("ray", items["test_pp[ray]"])
+    assert not ci_collect.k_selects("ray", items["test_pp[mp]"])
+    assert (tmp_path / "build" / "logs" / "ci-impact-collect.jsonl").exists()
