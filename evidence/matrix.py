@@ -124,6 +124,8 @@ def regression_matrix(
     commits = series_commits(fork)
     for number, commit in enumerate(commits, 1):
         named[f"{number:04d}"] = worktree(fork, trees / f"{number:04d}", commit)
+    subjects = series_subjects(fork)
+    may_fail = {name: may_fail_in(name, selection, subjects) for name in named}
     # Each run is a task of its own, the longer regression runs first, so
     # that no core waits for the other to finish a column.
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -133,19 +135,19 @@ def regression_matrix(
                 tree,
                 selection.regression,
                 f"regression-{name}",
-                expected=_must_fail(name, selection),
+                expected=may_fail[name],
             )
             for name, tree in named.items()
         }
         own = {
-            name: pool.submit(_fork_tests, runner, tree, selection, name, layout.root)
+            name: pool.submit(
+                _fork_tests, runner, tree, selection, name, layout.root, may_fail[name]
+            )
             for name, tree in named.items()
         }
         done = {name: run.result() for name, run in regression.items()}
         columns = {name: _both(done[name], own[name].result()) for name in named}
-    drop_fork_tests_before_their_patch(
-        columns, selection.fork_tests_from, series_subjects(fork)
-    )
+    drop_fork_tests_before_their_patch(columns, selection.fork_tests_from, subjects)
     drop_not_on_base(columns["base+tests"], selection.not_on_base)
     print(table(columns))
     details = _matrix_details(columns, selection)
@@ -250,7 +252,12 @@ def _matrix_details(columns: dict[str, Result], selection: Selection) -> Measure
 
 
 def _fork_tests(
-    runner: Runner, tree: Path, selection: Selection, name: str, repo: Path
+    runner: Runner,
+    tree: Path,
+    selection: Selection,
+    name: str,
+    repo: Path,
+    may_fail: tuple[str, ...],
 ) -> Result:
     """The fork tests of `repo` (this one), from `tree`, in a pytest of their
     own rooted in this repository, so that neither its configuration nor the
@@ -259,16 +266,21 @@ def _fork_tests(
         return Result()
     paths = tuple(repo / path for path in selection.fork_tests)
     args = (f"--rootdir={repo}", *map(str, paths))
-    expected = _must_fail(name, selection)
-    return runner.run(tree, args, f"fork-tests-{name}", paths, expected)
+    return runner.run(tree, args, f"fork-tests-{name}", paths, may_fail)
 
 
-def _must_fail(name: str, selection: Selection) -> tuple[str, ...]:
-    """The tests that may fail in the column `name`, on the base only: the
-    bug's, and those that cannot run on its code."""
-    if name != "base+tests":
-        return ()
-    return (*sorted(selection.fails_on_base), *selection.not_on_base)
+def may_fail_in(
+    name: str, selection: Selection, subjects: list[str]
+) -> tuple[str, ...]:
+    """The tests whose failure in the column `name` the matrix expects (and
+    the runner may keep): on the base, the bug's and those that cannot run on
+    its code; at a patch, the fork tests of the patches after it."""
+    if name == "base+tests":
+        return (*sorted(selection.fails_on_base), *selection.not_on_base)
+    applied = subjects[: int(name)]
+    return tuple(
+        sorted(t for t, p in selection.fork_tests_from.items() if p not in applied)
+    )
 
 
 def _both(regression: Result, own: Result) -> Result:

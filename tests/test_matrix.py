@@ -10,11 +10,13 @@ from evidence.matrix import (
     base_problems,
     drop_fork_tests_before_their_patch,
     drop_not_on_base,
+    may_fail_in,
     table,
 )
 from evidence.suite import compare, needs_base, only, shards
 from forktool.errors import ForkToolError
 from forktool.pytest_runner import Result
+from forktool.selection import Selection
 
 
 def result(**outcomes: str) -> Result:
@@ -226,3 +228,23 @@ def test_tests_that_cannot_run_on_the_base_are_not_judged_there():
     base = Result(outcomes={"a.py::renamed": "failed", "b.py::bug": "failed"})
     drop_not_on_base(base, ("a.py",))
     assert base.outcomes == {"b.py::bug": "failed"}
+
+
+def test_the_failures_a_column_expects_are_the_bugs_and_later_patches_checks():
+    """What the runner may keep failing: on the base, the listed failures and
+    what cannot run there; at a patch, the fork tests of the patches after it."""
+    narrow = "fork_tests/t.py::narrow"
+    selection = Selection(
+        {},
+        (),
+        ("fork_tests",),
+        frozenset({"b.py::bug"}),
+        (),
+        {},
+        not_on_base=("a.py",),
+        fork_tests_from={narrow: "[Core] Narrow"},
+    )
+    subjects = ["[Core] Keep", "[Core] Narrow"]
+    assert may_fail_in("base+tests", selection, subjects) == ("b.py::bug", "a.py")
+    assert may_fail_in("0001", selection, subjects) == (narrow,)
+    assert may_fail_in("0002", selection, subjects) == ()
