@@ -14,7 +14,6 @@ import argparse
 import contextlib
 import importlib.util
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -26,7 +25,7 @@ from evidence.ci_steps import Step
 from forktool.errors import ForkToolError
 from forktool.git import git
 from forktool.layout import LAYOUT
-from forktool.pytest_runner import run_pytest
+from forktool.pytest_runner import run_pytest, test_env
 
 TETHERING = "tools/pre_commit/check_test_tethering.py"
 
@@ -54,13 +53,6 @@ def load_tethering(fork: Path) -> ModuleType:
     return module
 
 
-COLLECT_ENV = {
-    "VLLM_TARGET_DEVICE": "cpu",
-    "CUDA_VISIBLE_DEVICES": "",
-    "PYTHONDONTWRITEBYTECODE": "1",  # keep the tree clean
-}
-
-
 def collect(fork: Path, rev: str, test: str, python: str) -> dict[str, frozenset]:
     """The test's items (ids after `file::`) and their `-k` keywords, collected
     in the fork, which must have `rev` checked out."""
@@ -72,9 +64,9 @@ def collect(fork: Path, rev: str, test: str, python: str) -> dict[str, frozenset
         out = Path(tmp, "items.json")
         cmd = [python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
         cmd += ["-p", "evidence.ci_keywords", f"--ci-keywords={out}", test]
-        env = {**os.environ, **COLLECT_ENV}
+        env, log = test_env(LAYOUT.hf_home), LAYOUT.logs / f"{label}.log"
         with contextlib.redirect_stdout(sys.stderr):  # stdout is the report
-            session = run_pytest(cmd, fork, env, LAYOUT.logs / f"{label}.log", label)
+            session = run_pytest(cmd, fork, env, log, label)
         items = json.loads(out.read_text()) if out.exists() else {}
     if session.status != 0 or not items:
         errors = "".join(f"\n  {e}" for e in session.collection_errors()[:5])
