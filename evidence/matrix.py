@@ -218,14 +218,19 @@ def drop_fork_tests_before_their_patch(
             f"{sorted(unknown)}"
         )
     for number in range(1, len(subjects) + 1):
-        applied = set(subjects[:number])
+        later = fork_tests_after(number, fork_tests_from, subjects)
         result = columns[f"{number:04d}"]
-        for test in list(result.outcomes):
-            patch = next(
-                (p for t, p in fork_tests_from.items() if test.startswith(t)), None
-            )
-            if patch is not None and patch not in applied:
-                del result.outcomes[test]
+        for test in [t for t in result.outcomes if t.startswith(later)]:
+            del result.outcomes[test]
+
+
+def fork_tests_after(
+    number: int, fork_tests_from: dict[str, str], subjects: list[str]
+) -> tuple[str, ...]:
+    """The fork tests (node ids or prefixes) guarding the patches after patch
+    `number` (1 is the first of `subjects`)."""
+    applied = subjects[:number]
+    return tuple(sorted(t for t, p in fork_tests_from.items() if p not in applied))
 
 
 def _matrix_details(columns: dict[str, Result], selection: Selection) -> Measured:
@@ -277,10 +282,7 @@ def may_fail_in(
     its code; at a patch, the fork tests of the patches after it."""
     if name == "base+tests":
         return (*sorted(selection.fails_on_base), *selection.not_on_base)
-    applied = subjects[: int(name)]
-    return tuple(
-        sorted(t for t, p in selection.fork_tests_from.items() if p not in applied)
-    )
+    return fork_tests_after(int(name), selection.fork_tests_from, subjects)
 
 
 def _both(regression: Result, own: Result) -> Result:
