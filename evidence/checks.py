@@ -131,6 +131,7 @@ UPSTREAM_SELECTION = Check(
     TEST,
     lambda ctx: suite.suite_vs_base(LAYOUT, ctx.tests, ctx.selection),
     in_pr=True,
+    alongside=True,
 )
 BENCH = Check(
     "bench", "scheduler cost per step", BENCH_RUN, gates_test=False, in_pr=True

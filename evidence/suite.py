@@ -96,14 +96,19 @@ def options(args: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(a for a in args if not a.startswith("tests/"))
 
 
-def _in_two(
+SHARDS = 3
+"""Processes the selection is dealt to: with two, the CPUs were a quarter
+idle (a test waiting on a subprocess or a timer leaves its core free)."""
+
+
+def _in_shards(
     fork: Path, runner: Runner, opts: tuple[str, ...], ids: list[str], label: str
 ) -> Result:
-    """The tests `ids` on the fork in two processes side by side."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    """The tests `ids` on the fork in SHARDS processes side by side."""
+    with ThreadPoolExecutor(max_workers=SHARDS) as pool:
         running = [
             pool.submit(runner.run, fork, (*opts, *part), f"{label}-{i}")
-            for i, part in enumerate(shards(ids, 2), 1)
+            for i, part in enumerate(shards(ids, SHARDS), 1)
         ]
         results = [run.result() for run in running]
     merged = Result(seconds=max((r.seconds for r in results), default=0.0))
@@ -118,15 +123,15 @@ def _on_fork(
 ) -> dict[str, Result]:
     """Each run's outcomes on the fork, by name, from its (options, ids).
 
-    Runs with the same options share one pair of processes: each process
-    imports vLLM once, and one run's slow tail does not leave a core idle
-    while the other finishes."""
+    Runs with the same options share their processes: each process imports
+    vLLM once, and one run's slow tail does not leave a core idle while the
+    other finishes."""
     groups: dict[tuple[str, ...], list[str]] = {}
     for opts, ids in collected.values():
         groups.setdefault(opts, []).extend(ids)
     found = {}
     for n, (opts, ids) in enumerate(groups.items(), 1):
-        found[opts] = _in_two(
+        found[opts] = _in_shards(
             fork, runner, opts, list(dict.fromkeys(ids)), f"selection-{n}-fork"
         )
         print(f"fork, {' '.join(opts) or 'no options'}: {found[opts].summary()}")
@@ -210,7 +215,8 @@ def _compared(
 def suite_vs_base(layout: Layout, runner: Runner, selection: Selection) -> Measured:
     """Upstream's CPU selection on the fork, compared with the pristine base."""
     fork = layout.fork
-    base = worktree(fork, layout.base_tree, BASE_TAG)
+    # A base of its own: it runs beside the checks that use layout.base_tree.
+    base = worktree(fork, layout.trees / "selection-base", BASE_TAG)
     ok, collected = True, {}
     for name, args in selection.runs.items():
         try:

@@ -1,5 +1,7 @@
-"""The registry's checks run one after another for `setup` and `test`: each
-result recorded in build/results/, then a summary with each one's time."""
+"""The registry's checks run for `setup` and `test`: the required ones
+first, then the others in turn, those marked `alongside` beside them (in a
+process of their own each); each result recorded in build/results/, then a
+summary with each one's time."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import time
 from pathlib import Path
 
 from forktool import checks, results, tool_checks
+from forktool.beside import Beside
 from forktool.checks import Check, Context
 from forktool.layout import LAYOUT
 
@@ -17,21 +20,42 @@ def all_checks() -> tuple[Check, ...]:
 
 
 def run_checks(ctx: Context, checks: list[Check], command: str, prepared: float) -> int:
-    """Run each check, record its result, print a summary. A failed check
-    that the others require stops the run."""
+    """Run the required checks, then the others in turn, those `alongside`
+    in processes of their own beside them; record each result, print a
+    summary. A failed required check stops the run."""
     tree = results.fork_tree(LAYOUT.fork)
-    written = []
-    for check in checks:
-        assert check.measure is not None  # Check refuses a gating one without
-        print(f"\n=== {check.title} ===", flush=True)
-        start = time.monotonic()
-        found = check.measure(ctx)
-        seconds = time.monotonic() - start
+    written: list[tuple[str, results.CheckResult]] = []
+    for check in [c for c in checks if c.required]:
+        written.append((check.title, _run(check, ctx, tree, command)))
+        if not written[-1][1].ok:
+            print(f"\n{check.title} failed: the other checks did not run.")
+            return _summary(written, prepared)
+    later = [c for c in checks if not c.required]
+    beside = [
+        Beside.start(c, ctx, LAYOUT.logs / f"{c.name}.out")
+        for c in later
+        if c.alongside
+    ]
+    for check in [c for c in later if not c.alongside]:
+        written.append((check.title, _run(check, ctx, tree, command)))
+    for started in beside:
+        found, seconds = started.finish()
+        check = started.check
         result = record(check, found, seconds, ctx.pins.version, tree, command)
         written.append((check.title, result))
-        if check.required and not found.ok:
-            print(f"\n{check.title} failed: the other checks did not run.")
-            break
+    return _summary(written, prepared)
+
+
+def _run(check: Check, ctx: Context, tree: str, command: str) -> results.CheckResult:
+    assert check.measure is not None  # Check refuses a gating one without
+    print(f"\n=== {check.title} ===", flush=True)
+    start = time.monotonic()
+    found = check.measure(ctx)
+    seconds = time.monotonic() - start
+    return record(check, found, seconds, ctx.pins.version, tree, command)
+
+
+def _summary(written: list[tuple[str, results.CheckResult]], prepared: float) -> int:
     print(f"\n=== summary (results in {LAYOUT.results}) ===")
     print(f"{'':4}  {prepared:6.0f} s  prepare (sync, install, vllm --version)")
     for title, result in written:

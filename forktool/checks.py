@@ -62,7 +62,10 @@ class Check:
     in_setup: bool = False
     """`setup` runs it too."""
     required: bool = False
-    """The checks after it do not run when it fails."""
+    """It runs before the others, which do not run when it fails."""
+    alongside: bool = False
+    """It runs in a process of its own, beside the checks that run in turn;
+    its output is shown when it ends. It must share no worktree with them."""
     in_pr: bool = False
     """The PR description reads its result; `pr` refuses without a current
     one if it gates `test`."""

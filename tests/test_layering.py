@@ -18,7 +18,7 @@ SERIES_WORKFLOW = ("sync", "export", "backups", "journal")
 NOT_IN_WORKFLOW = (
     *("pytest_runner", "pytest_outcomes", "pytest_report", "venv", "venv_check"),
     *("venv_probe", "lock", "uv", "hfcache"),
-    *("checks", "check_runs", "tool_checks", "prepare"),
+    *("checks", "check_runs", "beside", "tool_checks", "prepare"),
 )
 """The pytest runner, the registry of checks and the environment."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
+import time
 
 import pytest
 from test_pr import make_kit, mini_fork, synthetic_results
@@ -18,6 +19,7 @@ from forktool.commands import test as test_command
 from forktool.errors import ForkToolError
 from forktool.layout import Layout
 from forktool.pins import Pins
+from forktool.results import Measured
 
 PLUGIN = """
 from forktool.checks import TEST, Check
@@ -110,3 +112,41 @@ def test_two_checks_of_one_name_are_refused():
     plugin = argparse.Namespace(CHECKS=(twice,))
     with pytest.raises(ForkToolError, match="two checks have the name ruff"):
         checks.registry(all_checks(), (plugin,))  # type: ignore[arg-type]
+
+
+def test_a_check_alongside_runs_beside_the_others_and_is_recorded(
+    clone, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr("forktool.check_runs.LAYOUT", clone)
+    started = tmp_path / "started"
+
+    def in_turn(ctx):
+        deadline = time.monotonic() + 30
+        while not started.exists():  # only a check running beside writes it
+            assert time.monotonic() < deadline, "the other check did not run beside"
+            time.sleep(0.05)
+        return Measured(True)
+
+    def beside(ctx):
+        print("said beside")
+        started.touch()
+        return Measured(True, {"found": 3})
+
+    def broken(ctx):
+        raise RuntimeError("a bug in a check")
+
+    ran = [
+        checks.Check("in-turn", "in turn", checks.TEST, in_turn),
+        checks.Check("beside", "beside", checks.TEST, beside, alongside=True),
+        checks.Check("broken", "broken", checks.TEST, broken, alongside=True),
+    ]
+    ctx = checks.Context(Pins.load(), tmp_path, None, None, None)  # type: ignore[arg-type]
+    assert run_checks(ctx, ran, checks.TEST, 0.0) == 1
+    out = capsys.readouterr().out
+    assert out.index("=== in turn ===") < out.index("said beside")
+    assert "RuntimeError: a bug in a check" in out
+    assert f"broken ended with status 1: see {clone.logs / 'broken.out'}" in out
+    beside_result = results.read(clone.results, "beside")
+    assert beside_result and beside_result.ok and beside_result.counts == {"found": 3}
+    broken_result = results.read(clone.results, "broken")
+    assert broken_result and not broken_result.ok
