@@ -5,8 +5,9 @@ The selection lives in upstream-tests.toml. Every run loads the plugin
 forktool/pytest_report.py, which writes each test's outcome as JSON lines
 (pytest's own node ids, each failure's exception and crash message); the
 runner prints a progress line from them while pytest runs (its output goes
-to a log in build/logs/) and reads the outcomes from them at the end.
-Outcomes of vLLM's tests are cached by the tested tree's git tree id: a
+to a log in build/logs/) and reads the outcomes from them at the end; and
+forktool/pytest_affinity.py, which gives each test the CPUs the run started
+with. Outcomes of vLLM's tests are cached by the tested tree's git tree id: a
 clean tree with the same content, arguments, fixtures and venv cannot give
 another result.
 """
@@ -35,8 +36,10 @@ PROGRESS_EVERY = 20.0
 ROOT = Path(__file__).resolve().parents[1]
 """This repository, which holds the plugin (forktool/pytest_report.py)."""
 PLUGIN = ("-p", "forktool.pytest_report")
-CACHE_FORMAT = "report-1"
-"""Part of each cached outcome's key: a new format of Result, a new key."""
+AFFINITY = ("-p", "forktool.pytest_affinity")
+CACHE_FORMAT = "report-2"
+"""Part of each cached outcome's key: a new format of Result, or a new way
+of running the tests (report-2: pytest_affinity), a new key."""
 
 
 def test_env(hf_home: Path) -> dict[str, str]:
@@ -63,8 +66,9 @@ def report_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def report_args(path: Path) -> list[str]:
-    """pytest's arguments that load the plugin writing its report to `path`."""
-    return [*PLUGIN, f"--forktool-report={path}"]
+    """pytest's arguments that load the plugins: the one writing its report
+    to `path`, and the one giving each test the CPUs the run started with."""
+    return [*PLUGIN, f"--forktool-report={path}", *AFFINITY]
 
 
 @dataclass

@@ -16,7 +16,8 @@ PACKAGES = ("forktool", "evidence")
 SERIES_WORKFLOW = ("sync", "export", "backups", "journal")
 """What `sync`, `export` and `backups` run; their imports are the workflow."""
 NOT_IN_WORKFLOW = (
-    *("pytest_runner", "pytest_outcomes", "pytest_report", "venv", "venv_check"),
+    *("pytest_runner", "pytest_outcomes", "pytest_report", "pytest_affinity"),
+    *("venv", "venv_check"),
     *("venv_probe", "lock", "uv", "hfcache"),
     *("checks", "check_runs", "beside", "tool_checks", "prepare"),
 )

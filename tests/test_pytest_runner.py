@@ -3,8 +3,11 @@ trees, the cache; no vLLM."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 from evidence import matrix
 from forktool import process, pytest_runner
@@ -85,6 +88,35 @@ def tiny_tree(tmp_path, name: str, text: str) -> tuple[Path, Runner]:
     fixtures = tmp_path / "fixtures"
     fixtures.mkdir()
     return tree, Runner(venv, fixtures, tmp_path / "hf", {}, tmp_path / "logs")
+
+
+PINS = """\
+import os
+
+GIVEN = {given}
+
+
+def test_pins_the_process_to_one_cpu():
+    os.sched_setaffinity(0, {{min(GIVEN)}})
+
+
+def test_runs_on_every_cpu_it_was_given():
+    assert os.sched_getaffinity(0) == GIVEN
+"""
+
+
+@pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="with one CPU, pinning changes nothing"
+)
+def test_a_test_pinning_the_process_to_one_cpu_leaves_the_next_on_all(
+    tmp_path, monkeypatch
+):
+    """As vLLM's NIXL worker does: the next test runs on every CPU again."""
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    given = os.sched_getaffinity(0)
+    tree, runner = tiny_tree(tmp_path, "test_pin.py", PINS.format(given=given))
+    result = runner.run(tree, ("tests/test_pin.py",), "pin")
+    assert set(result.outcomes.values()) == {"passed"}, result.reasons
 
 
 def test_runner_collects_runs_reports_progress_and_caches(
