@@ -96,9 +96,10 @@ def options(args: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(a for a in args if not a.startswith("tests/"))
 
 
-SHARDS = 3
-"""Processes the selection is dealt to: with two, the CPUs were a quarter
-idle (a test waiting on a subprocess or a timer leaves its core free)."""
+SHARDS = 2
+"""Processes the selection is dealt to, one a core of this machine; each
+imports vLLM and collects the tests of its share, so one more costs a
+minute of CPU."""
 
 
 def _in_shards(
