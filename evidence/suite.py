@@ -175,14 +175,20 @@ def _compared(
     opts = options(args)
     print(f"{name}: fork {on_fork.counted()}")
     # A failure under load (a subprocess timeout) is judged only if it
-    # fails again on the fork.
+    # fails again on the fork; that and the base run side by side.
     failed = on_fork.with_outcome("failed", "error")
-    again = None
-    if failed:
-        again = runner.run(fork, (*opts, *failed), f"{name}-fork-again")
-        print(f"{name}: fork, the {len(failed)} failed run again: {again.summary()}")
     rerun = needs_base(on_fork, base_ids)
-    on_base = runner.run(base, (*opts, *rerun), f"{name}-base") if rerun else Result()
+    runs = (("fork-again", fork, failed), ("base", base, rerun))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        running = {
+            label: pool.submit(runner.run, tree, (*opts, *ids), f"{name}-{label}")
+            for label, tree, ids in runs
+            if ids
+        }
+    again = running["fork-again"].result() if failed else None
+    on_base = running["base"].result() if rerun else Result()
+    if again is not None:
+        print(f"{name}: fork, the {len(failed)} failed run again: {again.summary()}")
     comparison = compare(fork_ids, base_ids, on_fork, on_base, again)
     print(
         f"{name}: collected {len(fork_ids)} on the fork, {len(base_ids)} on the "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evidence import matrix
+from evidence import matrix, suite
 from forktool import process, pytest_runner
 from forktool.pytest_outcomes import Progress, Result, read_report
 from forktool.pytest_runner import Runner
@@ -225,3 +225,34 @@ def test_each_failure_names_its_exception(tmp_path, monkeypatch):
     for test in ("test_assert", "test_said", "test_raises"):
         reason = result.reasons[f"tests/test_e.py::{test}"]
         assert not matrix.missing_api(kinds[f"tests/test_e.py::{test}"], reason)
+
+
+def test_the_fork_failures_are_run_again_and_the_base_where_needed(
+    tmp_path, monkeypatch
+):
+    """suite._compared with real runs: the fork's failures again, and the
+    base the tests that did not pass on the fork."""
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    once = tmp_path / "failed-once"
+    tests = (
+        "from pathlib import Path\n\n"
+        "def test_pass():\n    pass\n\n"
+        "def test_old_bug():\n    assert False\n\n"
+        f"def test_new_bug():\n    assert {{new_bug}}\n\n"
+        f"def test_flaky():\n    p = Path({str(once)!r})\n"
+        "    if not p.exists():\n        p.touch()\n        assert False\n"
+    )
+    fork, runner = tiny_tree(tmp_path / "f", "test_x.py", tests.format(new_bug=False))
+    base, _ = tiny_tree(tmp_path / "b", "test_x.py", tests.format(new_bug=True))
+    args = ("tests/test_x.py",)
+    on_fork = runner.run(fork, args, "run")
+    both = (list(on_fork.outcomes), set(on_fork.outcomes))
+    ok, data = suite._compared(fork, base, runner, "run", args, both, on_fork)
+    x = "tests/test_x.py::"
+    assert not ok
+    assert (data["new"], data["pre_existing"], data["flaky"]) == (
+        [f"{x}test_new_bug"],
+        [f"{x}test_old_bug"],
+        [f"{x}test_flaky"],
+    )
+    assert data["base"]["rerun"] == 3  # beside the fork's, not knowing the flaky
