@@ -31,11 +31,13 @@ COMMAND = Command(
     "tests, ruff and mypy on the tool's code, mutation testing of the series' "
     "added lines (after the regression matrix), the GPU-only tests "
     "(collected, skipped here), vLLM's CI checkers and pre-commit, the CI "
-    "impact report, the out-of-tree override checks, the planner fuzz, and "
-    "vLLM's CPU selection on the fork (the pristine base runs only what does "
-    "not pass there); prints a summary with each phase's time. Refuses what "
+    "impact report, the out-of-tree override checks and the planner fuzz, "
+    "and beside them all, in a process of its own, vLLM's CPU selection on "
+    "the fork (the pristine base runs only what does not pass there); prints "
+    "a summary with each phase's time. Refuses what "
     "sync refuses, and, naming them, when programs it runs are missing (README, "
     "Two commands). Writes what setup writes, and one result per check in "
-    "build/results/ (what `pr` renders), and build/trees/mutate-*.",
+    "build/results/ (what `pr` renders), build/trees/mutate-* and "
+    "build/trees/selection-base.",
     run,
 )
