@@ -4,13 +4,16 @@ The process is a fork of the tool's: it measures the check with the same
 context, its output (and that of every process it starts) goes to a log
 that the tool prints when the check ends, and it answers with what it
 measured as JSON through a pipe. The tool records the result, as for any
-check.
+check. When the tool stops before the check ends (an error, Ctrl-C), it
+ends the check's processes: they are a process group of their own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -29,6 +32,7 @@ class Beside:
     answer: int
     """The pipe's end the measurement comes through."""
     log: Path
+    ended: bool = False
 
     @classmethod
     def start(cls, check: Check, ctx: Context, log: Path) -> Beside:
@@ -42,8 +46,22 @@ class Beside:
         if pid == 0:
             os.close(answer)
             _measure(check, ctx, log, write)
+        # A group of its own, which `stop` ends with the processes it started
+        # (set here too: `stop` may come before the child sets it).
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)
         os.close(write)
         return cls(check, pid, answer, log)
+
+    def stop(self) -> None:
+        """End the check's processes, unless it ended (`finish`)."""
+        if self.ended:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGTERM)
+        os.waitpid(self.pid, 0)
+        os.close(self.answer)
+        self.ended = True
 
     def finish(self) -> tuple[Measured, float]:
         """Wait for the check; print its output; what it measured, in how
@@ -51,6 +69,7 @@ class Beside:
         with os.fdopen(self.answer) as answer:
             said = answer.read()
         _, status = os.waitpid(self.pid, 0)
+        self.ended = True
         print(f"\n=== {self.check.title} ===")
         print(self.log.read_text(errors="replace"), end="", flush=True)
         if not said:
@@ -68,6 +87,7 @@ def _measure(check: Check, ctx: Context, log: Path, answer: int) -> NoReturn:
     tool's exit handlers (the tool's process runs those)."""
     code = 1
     try:
+        os.setpgid(0, 0)
         out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         os.dup2(out, 1)
         os.dup2(out, 2)

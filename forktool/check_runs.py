@@ -36,13 +36,17 @@ def run_checks(ctx: Context, checks: list[Check], command: str, prepared: float)
         for c in later
         if c.alongside
     ]
-    for check in [c for c in later if not c.alongside]:
-        written.append((check.title, _run(check, ctx, tree, command)))
-    for started in beside:
-        found, seconds = started.finish()
-        check = started.check
-        result = record(check, found, seconds, ctx.pins.version, tree, command)
-        written.append((check.title, result))
+    try:
+        for check in [c for c in later if not c.alongside]:
+            written.append((check.title, _run(check, ctx, tree, command)))
+        for started in beside:
+            found, seconds = started.finish()
+            check = started.check
+            result = record(check, found, seconds, ctx.pins.version, tree, command)
+            written.append((check.title, result))
+    finally:  # a check raised, or Ctrl-C: nothing runs on after the tool
+        for started in beside:
+            started.stop()
     return _summary(written, prepared)
 
 

@@ -6,9 +6,11 @@ its module is imported."""
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 from test_pr import make_kit, mini_fork, synthetic_results
@@ -150,3 +152,44 @@ def test_a_check_alongside_runs_beside_the_others_and_is_recorded(
     assert beside_result and beside_result.ok and beside_result.counts == {"found": 3}
     broken_result = results.read(clone.results, "broken")
     assert broken_result and not broken_result.ok
+
+
+def test_a_check_alongside_ends_with_its_processes_when_another_raises(
+    clone, tmp_path, monkeypatch
+):
+    monkeypatch.setattr("forktool.check_runs.LAYOUT", clone)
+    pid_file = tmp_path / "sleeper"
+
+    def beside(ctx):
+        sleeper = subprocess.Popen(["sleep", "60"])
+        pid_file.write_text(str(sleeper.pid))
+        sleeper.wait()
+        return Measured(True)
+
+    def raising(ctx):
+        deadline = time.monotonic() + 30
+        while not pid_file.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        raise ForkToolError("a check found bad input")
+
+    ran = [
+        checks.Check("beside", "beside", checks.TEST, beside, alongside=True),
+        checks.Check("raising", "raising", checks.TEST, raising),
+    ]
+    ctx = checks.Context(Pins.load(), tmp_path, None, None, None)  # type: ignore[arg-type]
+    with pytest.raises(ForkToolError, match="bad input"):
+        run_checks(ctx, ran, checks.TEST, 0.0)
+    sleeper = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{sleeper}").exists() and "Z" not in _state(sleeper):
+        assert time.monotonic() < deadline, "the check's process outlived the tool"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (Z: ended, not yet reaped by its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "Z"
