@@ -93,6 +93,11 @@ class Layout:
         return self.build / "hf-home"
 
     @property
+    def pycache(self) -> Path:
+        """The bytecode the tool's test processes write (PYTHONPYCACHEPREFIX)."""
+        return self.build / "pycache"
+
+    @property
     def kit(self) -> Path:
         """The PR kit `pr` writes."""
         return self.build / "pr"

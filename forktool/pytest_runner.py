@@ -28,6 +28,7 @@ from forktool import process
 from forktool.cache import cache_dir
 from forktool.errors import ForkToolError
 from forktool.git import git
+from forktool.layout import LAYOUT
 from forktool.pytest_outcomes import Progress, Result, read_report
 from forktool.venv import python, venv_id
 
@@ -37,24 +38,34 @@ ROOT = Path(__file__).resolve().parents[1]
 """This repository, which holds the plugin (forktool/pytest_report.py)."""
 PLUGIN = ("-p", "forktool.pytest_report")
 AFFINITY = ("-p", "forktool.pytest_affinity")
-CACHE_FORMAT = "report-2"
+CACHE_FORMAT = "report-3"
 """Part of each cached outcome's key: a new format of Result, or a new way
-of running the tests (report-2: pytest_affinity), a new key."""
+of running the tests (report-2: pytest_affinity; report-3: test_env's
+bytecode prefix and humming's builds off), a new key."""
 
 
-def test_env(hf_home: Path) -> dict[str, str]:
-    return {
+def test_env(hf_home: Path, pycache: Path = LAYOUT.pycache) -> dict[str, str]:
+    env = {
         **os.environ,
         "VLLM_TARGET_DEVICE": "cpu",
         "CUDA_VISIBLE_DEVICES": "",
         "HF_HOME": str(hf_home),
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",  # keep the tree clean
+        # Bytecode is written once, outside the trees (which stay as git has
+        # them), and read by every later process: the venv is not compiled
+        # when it is made, and each tree's vllm is compiled once.
+        "PYTHONPYCACHEPREFIX": str(pycache),
+        # humming, which vLLM's model runner imports, starts two Python
+        # processes at import to build its CUDA launcher in the background;
+        # without a GPU they fail, after the test process has exited.
+        "HUMMING_DISABLE_PARALLEL_BUILD": "1",
         # Base and fork run side by side; one torch thread each is a third
         # faster on two cores than letting them contend.
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
     }
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def report_env(env: dict[str, str]) -> dict[str, str]:

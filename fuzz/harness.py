@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from evidence.tree_process import TreeProcess
 from forktool.git import BASE_TAG, git
 from forktool.layout import LAYOUT
+from forktool.pytest_runner import test_env
 from forktool.worktrees import worktree
 
 WORKER = Path(__file__).resolve().with_name("planner_worker.py")
@@ -46,18 +46,8 @@ def candidate_tree(name: str) -> Path:
 
 
 def worker_env() -> dict[str, str]:
-    env = dict(os.environ)
-    for key, value in {
-        "VLLM_TARGET_DEVICE": "cpu",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_HOME": str(LAYOUT.hf_home),
-        "CUDA_VISIBLE_DEVICES": "",
-        "PYTHONDONTWRITEBYTECODE": "1",  # keep the trees as the tool left them
-        "VLLM_LOGGING_LEVEL": "ERROR",  # the planner warns on every padded group
-    }.items():
-        env.setdefault(key, value)
-    return env
+    # The planner warns on every padded group.
+    return {"VLLM_LOGGING_LEVEL": "ERROR", **test_env(LAYOUT.hf_home)}
 
 
 class PlannerProcess(TreeProcess):

@@ -119,6 +119,30 @@ def test_a_test_pinning_the_process_to_one_cpu_leaves_the_next_on_all(
     assert set(result.outcomes.values()) == {"passed"}, result.reasons
 
 
+def test_bytecode_is_written_outside_the_tree(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as this user may have it
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "module.py").write_text("X = 1\n")
+    env = pytest_runner.test_env(tmp_path / "hf", tmp_path / "pycache")
+    process.run([sys.executable, "-c", "import module"], cwd=tree, env=env)
+    assert not (tree / "__pycache__").exists()
+    assert [p.name for p in (tmp_path / "pycache").rglob("module.*.pyc")]
+
+
+def test_importing_humming_starts_no_cuda_build(tmp_path):
+    """humming, which vLLM's model runner imports, would start its CUDA
+    builds in processes a thread of this name waits for."""
+    code = (
+        "import threading, humming.ops.utils, humming.utils.nvrtc\n"
+        "print(*(thread.name for thread in threading.enumerate()))"
+    )
+    env = pytest_runner.test_env(tmp_path / "hf")
+    run = process.run([sys.executable, "-c", code], cwd=tmp_path, env=env)
+    assert "MainThread" in run.stdout
+    assert "humming-bg-build-reaper" not in run.stdout
+
+
 def test_runner_collects_runs_reports_progress_and_caches(
     tmp_path, monkeypatch, capsys
 ):
