@@ -14,6 +14,7 @@ base is evidence/suite.py.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from forktool.errors import ForkToolError
@@ -117,28 +118,33 @@ def regression_matrix(
     layout: Layout, runner: Runner, selection: Selection, author: str
 ) -> Measured:
     """Run the regression selection and fork_tests/ on base+tests and every patch."""
-    # The trees first (git commands on one repository do not run in
-    # parallel), then their pytest runs two at a time, one a core.
     fork, trees = layout.fork, layout.trees
-    named = {"base+tests": series_tests_on_base(fork, trees / "base-tests", author)}
-    commits = series_commits(fork)
+    commits, subjects = series_commits(fork), series_subjects(fork)
+    makers = {
+        "base+tests": partial(series_tests_on_base, fork, trees / "base-tests", author)
+    }
     for number, commit in enumerate(commits, 1):
-        named[f"{number:04d}"] = worktree(fork, trees / f"{number:04d}", commit)
-    subjects = series_subjects(fork)
-    may_fail = {name: may_fail_in(name, selection, subjects) for name in named}
-    # Each run is a task of its own, the longer regression runs first, so
-    # that no core waits for the other to finish a column.
+        makers[f"{number:04d}"] = partial(
+            worktree, fork, trees / f"{number:04d}", commit
+        )
+    may_fail = {name: may_fail_in(name, selection, subjects) for name in makers}
+    # The pytest runs go two at a time, one a core; each is a task of its own,
+    # the longer regression runs first, so that no core waits for the other to
+    # finish a column. A tree's regression run starts as soon as the tree is
+    # made (one after the other: git commands on one repository do not run in
+    # parallel).
+    named: dict[str, Path] = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        regression = {
-            name: pool.submit(
+        regression = {}
+        for name, make in makers.items():
+            named[name] = tree = make()
+            regression[name] = pool.submit(
                 runner.run,
                 tree,
                 selection.regression,
                 f"regression-{name}",
                 expected=may_fail[name],
             )
-            for name, tree in named.items()
-        }
         own = {
             name: pool.submit(
                 _fork_tests, runner, tree, selection, name, layout.root, may_fail[name]

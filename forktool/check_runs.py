@@ -61,7 +61,7 @@ def _run(check: Check, ctx: Context, tree: str, command: str) -> results.CheckRe
 
 def _summary(written: list[tuple[str, results.CheckResult]], prepared: float) -> int:
     print(f"\n=== summary (results in {LAYOUT.results}) ===")
-    print(f"{'':4}  {prepared:6.0f} s  prepare (sync, install, vllm --version)")
+    print(f"{'':4}  {prepared:6.0f} s  prepare (sync, install, self-check)")
     for title, result in written:
         print(f"{'PASS' if result.ok else 'FAIL'}  {result.seconds:6.0f} s  {title}")
     return 0 if all(result.ok for _, result in written) else 1

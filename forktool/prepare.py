@@ -4,19 +4,20 @@ self-checked, vLLM started once, and the pytest runner over them."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from subprocess import DEVNULL, PIPE
+from subprocess import DEVNULL
 
 from forktool import hfcache, lock, process, sync
 from forktool.checks import Context
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, fetch
+from forktool.pins import Pins, fetch, uv_binary
 from forktool.pytest_runner import Runner, test_env
 from forktool.results import Measured
 from forktool.selection import Selection
 from forktool.venv import ensure_venv, install_fork, python, register_clone, venv_id
-from forktool.venv_check import self_check
+from forktool.venv_check import EDITABLE, self_check
 
 
 def sync_fork(pins: Pins, force: bool = False) -> None:
@@ -43,7 +44,10 @@ def sync_fork(pins: Pins, force: bool = False) -> None:
 
 def install(pins: Pins) -> Path:
     """The venv made from the lock, the fork installed into it."""
-    venv = ensure_venv(pins)
+    return _installed(pins, ensure_venv(pins))
+
+
+def _installed(pins: Pins, venv: Path) -> Path:
     print(f"venv: {venv}")
     install_fork(pins, venv, LAYOUT.fork)
     return venv
@@ -56,23 +60,28 @@ def self_checked(venv: Path) -> Measured:
 
 
 def prepare(pins: Pins) -> Context:
-    """sync + install, both idempotent; the venv's self-check while vLLM
-    shows that it starts from the fork; what the checks then run with."""
-    sync_fork(pins)
-    venv = install(pins)
-    vllm, env = str(venv / "bin" / "vllm"), test_env(LAYOUT.hf_home)
-    version = process.start(
-        [vllm, "--version"], env=env, stdout=PIPE, stderr=PIPE, text=True
-    )
+    """sync + install, both idempotent; the venv's self-check while `vllm
+    serve --help` shows that vLLM starts; what the checks then run with."""
+    uv_binary(pins)  # which both the sync and the venv run
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The fork is made while uv fills the venv (the fork's install needs
+        # both): one waits on the network while the other unpacks.
+        synced = pool.submit(sync_fork, pins)
+        venv = ensure_venv(pins)
+        synced.result()
+    _installed(pins, venv)
     serve = process.start(
-        [vllm, "serve", "--help"], env=env, stdout=DEVNULL, stderr=DEVNULL
+        [str(venv / "bin" / "vllm"), "serve", "--help"],
+        env=test_env(LAYOUT.hf_home),
+        stdout=DEVNULL,
+        stderr=DEVNULL,
     )
     checked = self_checked(venv)
-    out, err = version.communicate()
-    print(f"vllm --version (from {LAYOUT.fork}): {out.strip() or err}")
+    version = checked.data.get("installed", {}).get(EDITABLE, "not installed")
+    print(f"vllm {version}, installed from {LAYOUT.fork}")
     print(f"vllm serve --help: exit status {serve.wait()}")
-    if checked and (version.returncode or serve.returncode):
-        raise ForkToolError("vllm --version or vllm serve --help failed")
+    if checked and serve.returncode:
+        raise ForkToolError("vllm serve --help failed")
     return Context(
         pins, venv, checked, vllm_runner(venv), Selection.load(LAYOUT.selection)
     )

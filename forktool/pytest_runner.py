@@ -30,7 +30,7 @@ from forktool.errors import ForkToolError
 from forktool.git import git
 from forktool.layout import LAYOUT
 from forktool.pytest_outcomes import Progress, Result, read_report
-from forktool.venv import python, venv_id
+from forktool.venv import compiling_once, python, venv_id
 
 PROGRESS_EVERY = 20.0
 """Seconds between progress lines while a selection runs."""
@@ -52,10 +52,6 @@ def test_env(hf_home: Path, pycache: Path = LAYOUT.pycache) -> dict[str, str]:
         "HF_HOME": str(hf_home),
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
-        # Bytecode is written once, outside the trees (which stay as git has
-        # them), and read by every later process: the venv is not compiled
-        # when it is made, and each tree's vllm is compiled once.
-        "PYTHONPYCACHEPREFIX": str(pycache),
         # humming, which vLLM's model runner imports, starts two Python
         # processes at import to build its CUDA launcher in the background;
         # without a GPU they fail, after the test process has exited.
@@ -64,8 +60,7 @@ def test_env(hf_home: Path, pycache: Path = LAYOUT.pycache) -> dict[str, str]:
         # faster on two cores than letting them contend.
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
     }
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
+    return compiling_once(env, pycache)
 
 
 def report_env(env: dict[str, str]) -> dict[str, str]:

@@ -82,6 +82,17 @@ def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
     return venv
 
 
+def compiling_once(
+    env: dict[str, str], pycache: Path = LAYOUT.pycache
+) -> dict[str, str]:
+    """`env` for a process of the venv that writes the bytecode of what it
+    imports to `pycache`, where later ones read it, rather than into the
+    trees, which stay as git has them."""
+    env = {**env, "PYTHONPYCACHEPREFIX": str(pycache)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def installed_from(venv: Path) -> Path | None:
     """The tree vllm is imported from in `venv`, or None if it isn't found.
 
@@ -112,7 +123,7 @@ def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
     cmd = [python(venv), "-m", "pip", "install", "--progress-bar", "off"]
     cmd += ["--no-build-isolation", "--no-deps", "-e", str(fork)]
     print("+", shlex.join(cmd), flush=True)
-    process.run(cmd, env=process.environ(**env), capture=False)
+    process.run(cmd, env=compiling_once(process.environ(**env)), capture=False)
     if installed_from(venv) != fork.resolve():
         raise ForkToolError(f"vllm in {venv} does not import from {fork}")
 

@@ -94,4 +94,5 @@ def self_check(
         "failed imports": len(failed),
         "problems": len(problems),
     }
-    return Measured(not problems, counts, {"output": "\n".join(lines[:40])})
+    output = {"output": "\n".join(lines[:40])}
+    return Measured(not problems, counts, output, {"installed": report["installed"]})

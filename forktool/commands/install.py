@@ -28,8 +28,9 @@ COMMAND = Command(
     "package as the lock pins it, and the imports the checks need succeed. It "
     "refuses pins changed without re-locking and a download whose sha256 "
     "differs from pins.toml (nothing is unpacked), and fails naming the file, "
-    "distributions or package at fault. Writes: build/.venv, build outputs in "
-    "build/vllm (ignored by git), the wheel, uv and a note of this clone in "
+    "distributions or package at fault. Writes: build/.venv, build/pycache, "
+    "build outputs in build/vllm (ignored by git), the wheel, uv and a note of "
+    "this clone in "
     "${VLLM_FORK_CACHE:-~/.cache/vllm-fork}, uv's cache.",
     run,
 )

@@ -25,10 +25,10 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 COMMAND = Command(
     "setup",
     "sync, install, show the fork, run the regression matrix",
-    "sync, then install (with the venv's self-check), then show `vllm "
-    "--version` from the fork and run the series' regression matrix. Refuses "
-    "what sync and install refuse, and, naming them, when programs it runs are "
+    "sync, then install (with the venv's self-check), then show vLLM's version "
+    "and tree, start `vllm serve --help` and run the series' regression matrix. "
+    "Refuses what sync and install refuse, and, naming them, when programs it runs are "
     "missing (README, Two commands). Writes what sync and install write, and "
-    "build/trees, build/logs, build/hf-home, build/results.",
+    "build/trees, build/logs, build/hf-home, build/pycache, build/results.",
     run,
 )
