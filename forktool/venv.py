@@ -73,9 +73,9 @@ def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
             uv.run(tool, "venv", "-q", "--python", _interpreter(pins), str(venv))
         (venv / COMPLETE).unlink(missing_ok=True)
         # Exactly the lock: what it lacks is removed, the fork's vllm too
-        # (install_fork puts it back). Not compiled: of its ~28,000 modules
-        # a test process imports ~5,000, which the first one compiles
-        # (pytest_runner.test_env).
+        # (install_fork puts it back). Not compiled: of its 28,500 modules a
+        # process importing vLLM's model runners imports about 5,000, which
+        # the first one compiles into build/pycache (compiling_once).
         sync = ["pip", "sync", "-q", "--require-hashes"]
         uv.run(tool, *sync, "--python", python(venv), str(lock_file))
         (venv / COMPLETE).write_text(wanted + "\n")
