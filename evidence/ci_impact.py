@@ -23,6 +23,7 @@ from forktool import process
 from forktool.errors import ForkToolError
 from forktool.git import BASE_TAG, git
 from forktool.results import Measured
+from forktool.venv import compiling_once
 
 DEFAULT_TEST = (
     "tests/distributed/test_pipeline_parallel.py::test_pp_mixed_precision_kv_cache"
@@ -151,7 +152,7 @@ def run_checkers(fork: Path, python: str) -> Measured:
     each. Passes iff both pass; the excerpts are their commands and output."""
     found = Measured(True, {"passed": 0, "failed": 0})
     for args in ([TETHERING, "--all"], [STEP_KEYS]):
-        env = process.environ(PYTHONDONTWRITEBYTECODE="1")
+        env = compiling_once(process.environ())
         run = process.run([python, *args], cwd=fork, env=env, check=False)
         output = (run.stdout + run.stderr).rstrip() or "(no output)"
         print(output)
