@@ -142,6 +142,13 @@ BENCH_QUICK = Check(
     f"{BENCH_RUN} --quick",
     gates_test=False,
 )
+GPU_E2E = Check(
+    "gpu-e2e",
+    "GPU end-to-end test, on the series and without its resolution",
+    "python3 -m forktool e2e",
+    gates_test=False,
+    in_pr=True,
+)
 
 CHECKS = (
     REGRESSION_MATRIX,
@@ -156,5 +163,6 @@ CHECKS = (
     UPSTREAM_SELECTION,
     BENCH,
     BENCH_QUICK,
+    GPU_E2E,
 )
 """In the order `test` runs them, after the workflow's own."""

@@ -1,9 +1,12 @@
 """The mutants of the lines the series adds under vllm/ (`git diff base..HEAD`):
-plausible one-line mistakes, found with the ast module: `and`/`or`,
-comparison operators, a dropped `not`, `any`/`all`, True/False and numbers,
-a deleted assignment, `raise` or `assert`, a returned value replaced (None,
-negated). A mutant that does not compile, or that is the same code as
-another, is left out. Pure but for reading the fork with git.
+plausible one-line mistakes, found with the ast module: `and`/`or`, an
+operand of either dropped, comparison operators, a dropped `not`,
+`any`/`all`, True/False and numbers, an element of a pair dropped, an added
+term halved, a deleted assignment, `raise`, `assert` or early-exit guard, a
+returned value replaced (None, negated); and each hunk of the series'
+diff reverted alone. A mutant that does not compile, or that is the same
+code as another (docstrings aside), is left out. Pure but for reading the
+fork with git.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from forktool.git import SERIES, git
+from forktool.git import BASE_TAG, SERIES, git
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,20 @@ def _points(
         case ast.BoolOp(op=bool_op, values=values):
             other_bool, what = _swap(bool_op)
             yield node, f"({ast.unparse(ast.BoolOp(other_bool, values))})", what
+            for i, value in enumerate(values):
+                rest = [*values[:i], *values[i + 1 :]]
+                kept = rest[0] if len(rest) == 1 else ast.BoolOp(bool_op, rest)
+                yield node, f"({ast.unparse(kept)})", f"{ast.unparse(value)} dropped"
+        case ast.Tuple(elts=elts, ctx=ast.Load()) if len(elts) == 2:
+            for i, elt in enumerate(elts):
+                pair = ast.Tuple([*elts[:i], *elts[i + 1 :]], ast.Load())
+                yield node, ast.unparse(pair), f"{ast.unparse(elt)} dropped"
+        case ast.BinOp(op=ast.Add(), right=right) if not isinstance(
+            right, ast.Constant
+        ):
+            yield right, f"({ast.unparse(right)}) // 2", "added term halved"
+        case ast.If(body=[ast.Continue() | ast.Break() | ast.Return()], orelse=[]):
+            yield node, "pass", "guard deleted"
         case ast.Compare(left=left, ops=ops, comparators=comparators):
             for i, cmp_op in enumerate(ops):
                 other_cmp, what = _swap(cmp_op)
@@ -206,11 +223,62 @@ def _numbered(found: list[Mutant]) -> list[Mutant]:
     return out
 
 
+_FULL_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def _without_docstrings(source: str) -> str:
+    """`source`'s syntax tree's dump, docstrings left out."""
+    module = ast.parse(source)
+    for node in ast.walk(module):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            body.pop(0)
+    return ast.dump(module)
+
+
+def hunk_reverts(path: str, old: str, new: str, diff: str) -> list[Mutant]:
+    """`new` with each hunk of `diff` (from `old`) reverted alone; hunks that
+    change no code (comments, docstrings) are left out."""
+    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    code = _without_docstrings(new)
+    found = []
+    for line in diff.splitlines():
+        if not (hunk := _FULL_HUNK.match(line)):
+            continue
+        o_start, o_len, n_start, n_len = (
+            int(g) if g is not None else 1 for g in hunk.groups()
+        )
+        # A hunk that only removes or only adds lines names the line before it.
+        o_begin = o_start - 1 if o_len else o_start
+        n_begin = n_start - 1 if n_len else n_start
+        source = "".join(
+            new_lines[:n_begin]
+            + old_lines[o_begin : o_begin + o_len]
+            + new_lines[n_begin + n_len :]
+        )
+        if _without_docstrings(source) == code:
+            continue
+        first = new_lines[n_begin].strip() if n_begin < len(new_lines) else ""
+        what = f"hunk reverted (-{o_start},{o_len} +{n_start},{n_len})"
+        found.append(Mutant(path, n_start, first, what, source))
+    return found
+
+
 def series_mutants(fork: Path) -> list[Mutant]:
-    """The mutants of every line the series adds under vllm/, at the fork's HEAD."""
+    """The mutants of every line the series adds under vllm/, and each hunk of
+    the series reverted alone, at the fork's HEAD."""
     diff = git(fork, "diff", "-U0", "--no-renames", SERIES, "--", "vllm/")
     found = []
     for path, lines in sorted(added_lines(diff.stdout).items()):
         source = git(fork, "show", f"HEAD:{path}").stdout
         found += mutants(path, source, lines)
+        base = git(fork, "show", f"{BASE_TAG}:{path}").stdout
+        hunks = git(fork, "diff", "--no-renames", SERIES, "--", path).stdout
+        found += hunk_reverts(path, base, source, hunks)
     return found

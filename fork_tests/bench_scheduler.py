@@ -121,14 +121,6 @@ MAMBA = MambaSpec(
 )
 
 
-def zeroing_enabled(config) -> bool:
-    """What the scheduler and workers read: the fork's kv_cache_zeroing_enabled,
-    or needs_kv_cache_zeroing on the base."""
-    if hasattr(type(config), "kv_cache_zeroing_enabled"):
-        return config.kv_cache_zeroing_enabled
-    return config.needs_kv_cache_zeroing
-
-
 def layer_spec(config: str, index: int) -> KVCacheSpec:
     if config == "mixed":  # --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 0
         return BF16 if index == 0 else FP8
@@ -204,8 +196,8 @@ class Bench:
             kv_cache_config, self.vllm_config
         )
         self.facts = {
-            "zeroing": zeroing_enabled(kv_cache_config),
-            "workers_zeroing": [zeroing_enabled(w) for w in workers],
+            "zeroing": kv_cache_config.needs_kv_cache_zeroing,
+            "workers_zeroing": [w.needs_kv_cache_zeroing for w in workers],
             "num_blocks": kv_cache_config.num_blocks,
             "groups": len(kv_cache_config.kv_cache_groups),
             "prefix_caching": caching,

@@ -3,7 +3,8 @@
 FP8 caches with one BF16 layer: in ONE_GROUP the BF16 layer shares its
 UniformTypeKVCacheSpecs group with FP8 layers only, so no byte changes
 precision; in MIXED the sliding-window groups reuse the bytes of the BF16
-layer (not first in its group) as FP8, so new blocks must be zeroed.
+layer (not first in its group) as FP8, so new blocks must be zeroed;
+BF16_FIRST is the same with the BF16 layer first in its group.
 """
 
 from dataclasses import replace
@@ -28,6 +29,7 @@ BF16_SWA = new_sliding_window_spec(dtype=torch.bfloat16)
 
 UNIFORM = [FP8, FP8, *[FP8_SWA] * 4]
 MIXED = [FP8, BF16, *[FP8_SWA] * 4]
+BF16_FIRST = [BF16, FP8, *[FP8_SWA] * 4]
 ONE_GROUP = [FP8, BF16, FP8, FP8]
 
 

@@ -23,8 +23,7 @@ from concurrent.futures import Future
 
 import pytest
 import torch
-from executed_decision import zeroing_enabled
-from kv_plans import MIXED, ONE_GROUP, UNIFORM
+from kv_plans import BF16_FIRST, MIXED, ONE_GROUP, UNIFORM
 from vllm import SamplingParams
 from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
@@ -88,7 +87,7 @@ class _Stage:
 
     def initialize_from_config(self, kv_cache_configs: list[KVCacheConfig]) -> None:
         config = pickle.loads(pickle.dumps(kv_cache_configs[self.rank]))
-        self.has_zeroer = zeroing_enabled(config)
+        self.has_zeroer = config.needs_kv_cache_zeroing
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
         return CompilationTimes(language_model=0.0, encoder=0.0)
@@ -181,6 +180,7 @@ def _layers(*stages: list[KVCacheSpec]) -> list[dict[str, KVCacheSpec]]:
     [
         pytest.param(_layers([FP8] * 3, [FP8] * 3), False, id="uniform"),
         pytest.param(_layers(MIXED, UNIFORM), True, id="mixed-first-stage"),
+        pytest.param(_layers(BF16_FIRST, UNIFORM), True, id="bf16-first"),
         pytest.param(_layers(UNIFORM, MIXED), True, id="mixed-second-stage"),
         pytest.param(
             _layers(UNIFORM, MIXED, UNIFORM), True, id="mixed-middle-of-three"

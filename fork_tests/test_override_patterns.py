@@ -8,21 +8,28 @@ here as that code does it:
 - dict-lookup: find the property in ``KVCacheConfig.__dict__`` and patch it
   only if it is one (the plugin skips patching otherwise).
 
-Two plugins: one that must not let vLLM zero blocks in pools it owns
-(layers named "proxy.*") and otherwise keeps vLLM's answer (idempotent), and
-one that negates vLLM's answer (not idempotent: applied twice, it undoes
-itself). Each must install without error, and what vLLM executes (every
-worker's config from the planner, and the scheduler's projection) must be
-what the plugin's property returns on the workers' configs, applied once.
-Runs against the base and the fork: a pattern that breaks fails here.
+The plugin must not let vLLM zero blocks in pools it owns (layers named
+"proxy.*") and otherwise keeps vLLM's answer. It must install without error
+and what vLLM executes (every worker's config from the planner, and the
+scheduler's projection) must be what the plugin's property answers. Out-of-tree
+callers of the old names work too: a coordinator building managers with
+needs_kv_cache_zeroing=, a scheduler subclass reading the attribute.
+Runs against the base and the fork: on the base every check but the ones of
+the resolved decision must pass.
 """
 
 from collections.abc import Callable
 
 import pytest
-from executed_decision import zeroing_enabled
-from kv_plans import MIXED, UNIFORM, plan
+from kv_plans import BF16_FIRST, MIXED, UNIFORM, plan
+from tests.v1.core.utils import create_requests
+from vllm.config import ModelConfig, VllmConfig
+from vllm.v1.core.block_pool import BlockPool
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
 from vllm.v1.kv_cache_interface import KVCacheConfig
+from vllm.v1.structured_output import StructuredOutputManager
 
 # A plugin's answer from the config and vLLM's own answer for it.
 Plugin = Callable[[KVCacheConfig, bool], bool]
@@ -38,10 +45,6 @@ def _owned(config: KVCacheConfig) -> bool:
 
 def keep_off_owned_pools(config: KVCacheConfig, vllm_answer: bool) -> bool:
     return not _owned(config) and vllm_answer
-
-
-def negate(config: KVCacheConfig, vllm_answer: bool) -> bool:
-    return not vllm_answer
 
 
 def _replace(plugin: Plugin) -> bool:
@@ -101,7 +104,7 @@ def test_override_pattern_installs_and_wins(restore_property, pattern):
     """The plugin's answer is what every worker and the scheduler execute."""
     assert PATTERNS[pattern](keep_off_owned_pools), f"{pattern}: skipped installing"
     workers, scheduler = _plan("proxy.")
-    assert [zeroing_enabled(c) for c in [*workers, scheduler]] == [False] * 3
+    assert [c.needs_kv_cache_zeroing for c in [*workers, scheduler]] == [False] * 3
 
 
 @pytest.mark.parametrize("pattern", ["wrap-fget", "dict-lookup"])
@@ -110,35 +113,64 @@ def test_wrapped_property_keeps_the_resolved_decision(restore_property, pattern)
     workers, which every worker and the scheduler execute."""
     assert PATTERNS[pattern](keep_off_owned_pools)
     workers, scheduler = _plan("model.")
-    assert [zeroing_enabled(c) for c in [*workers, scheduler]] == [True] * 3
+    assert [c.needs_kv_cache_zeroing for c in [*workers, scheduler]] == [True] * 3
 
 
-def test_replaced_property_that_disagrees_across_workers_is_resolved(
-    restore_property,
-):
-    """A replacement whose answer differs between PP workers is resolved like
-    vLLM's own derivation: every stage zeroes, since all are sent the ids."""
+def test_replaced_property_decides_per_config(restore_property):
+    """A replacement is the platform's whole rule: every worker and the
+    scheduler execute what it answers on their own config, as on vLLM 0.33.0
+    (the scheduler's config holds one layer spec per group)."""
     assert PATTERNS["replace"](keep_off_owned_pools)
     workers, scheduler = _plan("model.")
-    assert [c.needs_kv_cache_zeroing for c in workers] == [True, False]
-    assert [zeroing_enabled(c) for c in [*workers, scheduler]] == [True] * 3
+    assert [c.needs_kv_cache_zeroing for c in [*workers, scheduler]] == [
+        True,
+        False,
+        False,
+    ]
 
 
-@pytest.mark.parametrize(
-    "stages,answers",
-    [
-        pytest.param((UNIFORM, UNIFORM), [True, True], id="uniform"),
-        pytest.param((MIXED, UNIFORM), [False, True], id="mixed"),
-    ],
-)
-@pytest.mark.parametrize("pattern", PATTERNS)
-def test_non_idempotent_override_applies_once(
-    restore_property, pattern, stages, answers
-):
-    """What a negating plugin answers on each worker's config, ORed over the
-    workers, is what every worker and the scheduler execute: vLLM never
-    feeds it its own answer."""
-    assert PATTERNS[pattern](negate)
-    workers, scheduler = _plan("model.", stages)
-    assert [c.needs_kv_cache_zeroing for c in workers] == answers
-    assert [zeroing_enabled(c) for c in [*workers, scheduler]] == [any(answers)] * 3
+def test_coordinator_passing_the_managers_old_kwarg():
+    """An out-of-tree coordinator (tpu-inference's hybrid coordinator) builds
+    its managers with needs_kv_cache_zeroing= from the scheduler's config."""
+    _, scheduler = _plan("model.", (BF16_FIRST, UNIFORM))
+    spec = scheduler.kv_cache_groups[0].kv_cache_spec
+    manager = FullAttentionManager(
+        spec,
+        block_pool=BlockPool(
+            num_gpu_blocks=10, enable_caching=False, hash_block_size=spec.block_size
+        ),
+        enable_caching=False,
+        kv_cache_group_id=0,
+        scheduler_block_size=spec.block_size,
+        needs_kv_cache_zeroing=scheduler.needs_kv_cache_zeroing,
+    )
+    tokens = 2 * spec.block_size
+    blocks = manager.allocate_new_blocks("req", tokens, num_tokens_main_model=tokens)
+    assert manager.take_new_block_ids() == [b.block_id for b in blocks]
+
+
+def test_scheduler_subclass_reading_the_old_attribute():
+    """A scheduler subclass reads Scheduler.needs_kv_cache_zeroing, which
+    must be what the scheduler acts on."""
+
+    class PluginScheduler(Scheduler):
+        def schedule(self) -> SchedulerOutput:
+            output = super().schedule()
+            assert (output.new_block_ids_to_zero is not None) is (
+                self.needs_kv_cache_zeroing
+            )
+            return output
+
+    _, config = _plan("model.", (BF16_FIRST, UNIFORM))
+    vllm_config = VllmConfig(model_config=ModelConfig(max_model_len=64))
+    vllm_config.cache_config.num_gpu_blocks = config.num_blocks
+    scheduler = PluginScheduler(
+        vllm_config=vllm_config,
+        kv_cache_config=config,
+        block_size=16,
+        log_stats=False,
+        structured_output_manager=StructuredOutputManager(vllm_config),
+    )
+    scheduler.add_request(create_requests(num_requests=1, num_tokens=32)[0])
+    scheduler.schedule()
+    assert scheduler.needs_kv_cache_zeroing

@@ -11,21 +11,21 @@ import copy
 import pickle
 from dataclasses import replace
 
-from executed_decision import zeroing_enabled
 from kv_plans import MIXED, UNIFORM, plan
+from own_decision import own_decision
 
 
 def test_resolved_decision_survives_copies():
     (_, config), _ = plan(MIXED, UNIFORM)
-    assert not config.needs_kv_cache_zeroing
-    assert zeroing_enabled(config)
+    assert not own_decision(config)
+    assert config.needs_kv_cache_zeroing
     for copied in (
         copy.copy(config),
         copy.deepcopy(config),
         replace(config, num_blocks=1),
         pickle.loads(pickle.dumps(config)),
     ):
-        assert zeroing_enabled(copied)
+        assert copied.needs_kv_cache_zeroing
     # The resolved decision is part of the config's value.
     assert pickle.loads(pickle.dumps(config)) == config
     assert replace(config, resolved_kv_cache_zeroing=False) != config

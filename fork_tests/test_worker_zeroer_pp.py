@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 import torch
 import vllm.v1.worker.gpu_worker as gpu_worker
-from executed_decision import zeroing_enabled
-from kv_plans import MIXED, ONE_GROUP, UNIFORM, plan
+from kv_plans import BF16_FIRST, MIXED, ONE_GROUP, UNIFORM, plan
 from vllm.config import CacheConfig, ModelConfig, VllmConfig
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.kv_cache_interface import KVCacheConfig
@@ -72,6 +71,7 @@ def _initialize_worker(
     [
         pytest.param([UNIFORM, UNIFORM], False, id="uniform"),
         pytest.param([MIXED, UNIFORM], True, id="mixed-first-stage"),
+        pytest.param([BF16_FIRST, UNIFORM], True, id="bf16-first"),
         pytest.param([UNIFORM, MIXED], True, id="mixed-second-stage"),
         pytest.param([ONE_GROUP, ONE_GROUP], False, id="one-group"),
     ],
@@ -86,9 +86,9 @@ def test_every_stage_builds_a_zeroer_the_scheduler_relies_on(
     scheduler_output.new_block_ids_to_zero = [1, 2, 3]
     for kv_cache_config in kv_cache_configs:
         runner = _initialize_worker(monkeypatch, vllm_config, kv_cache_config)
-        if zeroing_enabled(scheduler_config):
+        if scheduler_config.needs_kv_cache_zeroing:
             # What the scheduler sends this stage; without a zeroer, MRV2
             # asserts here.
             GPUModelRunner.update_requests(runner, scheduler_output)
         assert (runner.kv_block_zeroer is not None) is expected
-    assert zeroing_enabled(scheduler_config) is expected
+    assert scheduler_config.needs_kv_cache_zeroing is expected

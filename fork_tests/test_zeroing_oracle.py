@@ -6,8 +6,18 @@ predicate. Each case is planned by vLLM for each layout the planner accepts.
 """
 
 import pytest
-from executed_decision import zeroing_enabled
-from kv_plans import BF16, BF16_SWA, FP8, FP8_SWA, MIXED, ONE_GROUP, UNIFORM, plan
+from kv_plans import (
+    BF16,
+    BF16_FIRST,
+    BF16_SWA,
+    FP8,
+    FP8_SWA,
+    MIXED,
+    ONE_GROUP,
+    UNIFORM,
+    plan,
+)
+from own_decision import own_decision
 from tests.v1.core.utils import new_kv_cache_spec, new_mamba_spec
 from zeroing_oracle import needs_zeroing
 
@@ -18,7 +28,8 @@ LAYOUTS = ["BLNHC", "LBNHC"]
 CASES = {
     "uniform": ([UNIFORM], (False, False)),
     "one-group-skip-layer": ([ONE_GROUP], (False, False)),
-    "aliasing-bf16-first": ([[BF16, FP8, *[FP8_SWA] * 4]], (True, True)),
+    "aliasing-bf16-first": ([BF16_FIRST], (True, True)),
+    "pp2-bf16-first-stage-0": ([BF16_FIRST, UNIFORM], (True, True)),
     # One stage, BLNHC: the sliding-window groups reuse only the FP8 page.
     "aliasing-bf16-not-first": ([MIXED], (False, True)),
     "unaliased-bf16-page": ([[FP8, BF16, FP8_SWA, FP8_SWA]], (False, True)),
@@ -51,9 +62,9 @@ def test_decision_equals_oracle(case, layout):
     expected = per_layout[LAYOUTS.index(layout)]
     workers, scheduler = _plan(stages, layout)
     oracle = [needs_zeroing(w) for w in workers]
-    assert [w.needs_kv_cache_zeroing for w in workers] == oracle
+    assert [own_decision(w) for w in workers] == oracle
     # What every stage and the scheduler execute: the OR over the stages.
-    executed = [zeroing_enabled(c) for c in [*workers, scheduler]]
+    executed = [c.needs_kv_cache_zeroing for c in [*workers, scheduler]]
     assert executed == [any(oracle)] * len(executed)
     assert any(oracle) is expected
 

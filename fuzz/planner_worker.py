@@ -177,11 +177,11 @@ def canon(value: Any) -> Any:
     raise TypeError(f"cannot canonicalise {type(value).__name__}: {value!r}")
 
 
-def executed_decision(config: KVCacheConfig) -> bool:
-    """What vLLM's scheduler and workers read: the fork's
-    kv_cache_zeroing_enabled, or needs_kv_cache_zeroing on the base."""
-    if hasattr(type(config), "kv_cache_zeroing_enabled"):
-        return config.kv_cache_zeroing_enabled
+def own_decision(config: KVCacheConfig) -> bool:
+    """needs_kv_cache_zeroing from this config's layers alone: on the fork the
+    property returns the decision resolved across workers once it is set."""
+    if "resolved_kv_cache_zeroing" in {f.name for f in dataclasses.fields(config)}:
+        config = dataclasses.replace(config, resolved_kv_cache_zeroing=None)
     return config.needs_kv_cache_zeroing
 
 
@@ -192,9 +192,9 @@ def config_facts(config: KVCacheConfig) -> dict[str, Any]:
         "config": canon(config),
         "has_mamba_layers": config.has_mamba_layers,
         "has_mixed_precision_kv_cache": config.has_mixed_precision_kv_cache,
-        "needs": config.needs_kv_cache_zeroing,
-        "decision": executed_decision(config),
-        "pickled_decision": executed_decision(clone),
+        "needs": own_decision(config),
+        "decision": config.needs_kv_cache_zeroing,
+        "pickled_decision": clone.needs_kv_cache_zeroing,
         "pickled_config_equal": canon(clone) == canon(config),
     }
 

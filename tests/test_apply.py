@@ -53,7 +53,9 @@ def kit(tmp_path) -> Path:
     commit(fork, {**more, "tests/test_core.py": "def test(): pass\n"}, "[Test] More")
     out = tmp_path / "kit"
     title = "[Core] Zeroing"
-    write_kit(fork, out, "d", title, "HEAD", AUTHOR, "v0.1", BRANCH, TESTS)
+    write_kit(
+        fork, out, {"description.md": "d"}, title, "HEAD", AUTHOR, "v0.1", BRANCH, TESTS
+    )
     return out
 
 

@@ -65,7 +65,11 @@ def test_each_kind_of_mistake_on_the_added_lines_only():
         (3, "assignment deleted"),
         (3, "any -> all"),
         (4, "or -> and"),
+        (4, "needed and flag dropped"),
+        (4, "len(configs) > 1 dropped"),
         (4, "and -> or"),
+        (4, "needed dropped"),
+        (4, "flag dropped"),
         (4, "> -> <="),
         (4, "1 -> 2"),
         (5, "raise deleted"),
@@ -74,10 +78,50 @@ def test_each_kind_of_mistake_on_the_added_lines_only():
         (6, "True -> False"),
         (7, "assert deleted"),
         (7, "or -> and"),
+        (7, "not flag dropped"),
+        (7, "configs dropped"),
         (7, "not dropped"),
         (8, "returns None"),
         (8, "returns its negation"),  # the same code as dropping its `not`
     ]
+
+
+def test_a_pair_an_added_term_and_an_early_exit():
+    source = (
+        "def pages(specs):\n"
+        "    for spec in specs:\n"
+        "        if spec.host:\n"
+        "            continue\n"
+        "        key = (spec.dtype, spec.mode)\n"
+        "        end = spec.start + spec.size\n"
+        "        yield key, (spec.start, end, 1)\n"
+    )
+    made = {m.mutation: m for m in mutants.mutants("vllm/x.py", source, {3, 5, 6, 7})}
+    assert "    for spec in specs:\n        pass\n" in made["guard deleted"].source
+    assert "key = (spec.dtype,)" in made["spec.mode dropped"].source
+    assert "key = (spec.mode,)" in made["spec.dtype dropped"].source
+    assert "spec.start + (spec.size) // 2" in made["added term halved"].source
+    # Only pairs lose an element; a triple is a record its reader unpacks.
+    assert not {"spec.start dropped", "end dropped", "1 dropped"} & set(made)
+
+
+def test_each_hunk_reverted_alone_unless_it_changes_no_code():
+    old = "def f(x):\n    return x\n\n\ndef g():\n    return 1\n"
+    new = (
+        'def f(x):\n    """Doc."""\n    return x\n\n\n'
+        "def g():\n    # why\n    y = 2\n    return y\n"
+    )
+    diff = (
+        '@@ -1,2 +1,3 @@\n def f(x):\n+    """Doc."""\n     return x\n'
+        "@@ -5,2 +6,4 @@\n def g():\n-    return 1\n+    # why\n+    y = 2\n"
+        "+    return y\n"
+    )
+    (reverted,) = mutants.hunk_reverts("vllm/x.py", old, new, diff)
+    assert reverted.source == 'def f(x):\n    """Doc."""\n    return x\n\n\n' + (
+        "def g():\n    return 1\n"
+    )
+    assert (reverted.line, reverted.mutation) == (6, "hunk reverted (-5,2 +6,4)")
+    assert reverted.function == ""  # a fresh pytest runs it
 
 
 def test_a_mutant_is_the_whole_file_with_one_change():

@@ -43,6 +43,7 @@ from vllm.calc import clamp, decide, limit
 
 def test_decide():
     assert decide(True, False) is False
+    assert decide(False, True) is False
 
 
 def test_limit_above():
@@ -108,8 +109,8 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
     equivalents = tmp_path / "mutants-equivalent.toml"
     found = check(tmp_path, setting, equivalents)
     assert not found.ok
-    assert found.counts["mutants"] == 11
-    assert (found.counts["killed"], found.counts["survived"]) == (9, 2)
+    assert found.counts["mutants"] == 14
+    assert (found.counts["killed"], found.counts["survived"]) == (12, 2)
     rows = {
         (m["line"], m["mutation"]): (m["outcome"], m["detail"])
         for m in found.data["mutants"]
@@ -117,6 +118,9 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
     kinds = {m["kind"] for m in found.data["mutants"]}
     assert kinds == {"killed (series)", "survived"}  # no fork_tests/ here
     assert rows[5, "and -> or"] == ("killed", "tests/test_calc.py::test_decide")
+    assert rows[5, "b dropped"] == ("killed", "tests/test_calc.py::test_decide")
+    reverted = rows[1, "hunk reverted (-1,2 +1,13)"]
+    assert reverted[0] == "killed" and reverted[1].startswith("tests/test_calc.py")
     assert rows[9, "> -> <="] == ("killed", "tests/test_calc.py::test_limit_above")
     assert rows[1, "assignment deleted"] == (
         "killed",
@@ -135,7 +139,7 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
     capsys.readouterr()
     again = check(tmp_path, setting, equivalents)
     assert again.data["mutants"] == found.data["mutants"]
-    assert "0 to run, 11 known" in capsys.readouterr().out
+    assert "0 to run, 14 known" in capsys.readouterr().out
     equivalents.write_text(equivalent(*SURVIVORS))
     settled = check(tmp_path, setting, equivalents)
     assert settled.ok
@@ -206,7 +210,8 @@ def test_a_line_only_fork_tests_guard_fails_unless_it_is_gpu_only(
     )
     listed = check(tmp_path, setting, equivalents, gpu_lines)
     assert listed.ok
-    assert listed.data["mutants"][-1]["gpu_only"] == "only a GPU clamps"
+    listed_rows = {(m["line"], m["mutation"]): m for m in listed.data["mutants"]}
+    assert listed_rows[13, "10 -> 11"]["gpu_only"] == "only a GPU clamps"
     out = capsys.readouterr().out
     assert "0 to run" in out and "MUTANTS:" not in out
     assert "vllm/calc.py:13 is guarded only by fork_tests/ (10 -> 11): GPU-only" in out

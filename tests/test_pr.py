@@ -39,35 +39,36 @@ def test_renders_the_kit_from_a_results_set(fork, tmp_path):
     make_kit(fork, store, out)
 
     text = (out / "description.md").read_text()
-    runners = "<summary>Runners assessed</summary>\n\nMRV2 read, not run.\n\n</details>"
-    assert runners in text
+    evidence = (out / "evidence.md").read_text()
+    assert len(text.splitlines()) <= 120
+    assert "### Runners assessed\n\nMRV2 read, not run.\n" in evidence
     for section in ("## Overview", "## Claims", "## Validation", "## Details"):
         assert text.count(section) == 1
     assert "<!-- Evidence. -->" not in text
+    # The same tests counted on both sides.
     assert (
-        "| Regression tests of the series (its test files on the base's code) "
-        "| 1 passed, 2 failed | 3 passed |" in text
+        "| The series' regression tests (3 on both sides) | 1 passed, 2 failed "
+        "| 3 passed |" in text
     )
-    # The Validation table holds what a reviewer reruns from the PR branch;
-    # the fork's own checks sit below it, collapsed, with their commands.
-    validation, fork_own = text.split("The fork's own checks (not in this PR)")
-    assert "0001: 3 passed; 0002: 3 passed" in validation
-    assert "fork_tests/" not in validation and "planner fuzz" not in validation
-    assert "copies of the decision (`fork_tests/`) | 1 failed | 1 passed |" in fork_own
-    assert "0001: 1 passed; 0002: 1 passed" in fork_own
-    assert "python3 -m forktool mutate" in fork_own
+    assert "0001: 3 passed; 0002: 3 passed" in text
+    assert "fork_tests/" not in text and "Differential planner fuzz" not in text
+    # The fork's own checks, the tracebacks and the CI report go beside it.
+    assert "copies of the decision (`fork_tests/`) | 1 failed | 1 passed |" in evidence
+    assert "0001: 1 passed; 0002: 1 passed" in evidence
+    assert "python3 -m forktool mutate" in evidence
     assert (
         "| 1207 collected; not run, as every test passes on the fork "
         "| 1203 passed, 7 skipped (3 added by the series, 0 lost) |" in text
     )
     assert "FAILED t::a - assert False is True" in text  # the base's failure
-    assert "3 passed (3 s)" in text  # and the series' pass
-    assert "| --- | --- |\n| 1 | 2 |" in text  # the CI report, delimiters spaced
-    assert "no pass is claimed" in text and "Need 2 GPUs" in text
-    assert "CUDA_VISIBLE_DEVICES=0,1" in text and "-k test_pp_mixed" in text
-    assert "Benchmark: not measured" in text
-    assert "`__dict__` lookup) | 1 passed, 1 failed | 2 passed |" in fork_own
-    assert "replace  ok  ok" in fork_own  # the override table, as measured
+    assert "    E   assert False is True" in evidence  # and its traceback
+    assert "3 passed (3 s)" in evidence  # and the series' pass
+    assert "| --- | --- |\n| 1 | 2 |" in evidence  # the CI report, delimiters spaced
+    assert "not run: no 2 GPUs here" in text and "Need 2 GPUs" in evidence
+    assert "python3 -m forktool e2e" in text and "-k test_pp_mixed" in text
+    assert "Benchmark: not measured" in evidence
+    assert "`__dict__` lookup) | 1 passed, 1 failed | 2 passed |" in evidence
+    assert "replace  ok  ok" in evidence  # the override table, as measured
     assert "Sign-off still to do" in text
     assert "- [x] AI assistance was used" in text
     assert "- [ ] I ran the checklist skill." in text
@@ -96,7 +97,7 @@ def test_refuses_missing_results_and_writes_nothing(fork, tmp_path):
     assert not out.exists()
 
     make_kit(fork, store, out, partial=True)
-    text = (out / "description.md").read_text()
+    text = (out / "evidence.md").read_text()
     assert "### Pre-commit\n\nnot measured." in text
 
 
@@ -158,7 +159,7 @@ def test_renders_a_bench_result_when_there_is_one(fork, tmp_path):
     synthetic_results(store, tree)
     results.write(store, bench_result(tree, [100, 100.5, 99.5]))
     make_kit(fork, store, out)
-    text = (out / "description.md").read_text()
+    text = (out / "evidence.md").read_text()
     assert "(goals met)" in text
     assert "PASS          mixed: fork/base over all 1 cases 1.004" in text
     assert "mixed   1.004" in text  # the table, collapsed
@@ -192,7 +193,7 @@ def test_a_bench_result_the_noise_cannot_support_is_inconclusive(fork, tmp_path)
     synthetic_results(store, tree)
     results.write(store, bench_result(tree, [66, 152, 100]))  # once said PASS
     make_kit(fork, store, out)
-    text = (out / "description.md").read_text()
+    text = (out / "evidence.md").read_text()
     assert "(inconclusive: the A/A noise is wider than a goal's margin" in text
     assert "INCONCLUSIVE  mixed: fork/base over all 1 cases 1.004" in text
     assert "goals met" not in text
@@ -202,8 +203,8 @@ def test_renders_the_mutants_counts_and_each_mutant(fork, tmp_path):
     store, out = tmp_path / "results", tmp_path / "kit"
     synthetic_results(store, results.fork_tree(fork))
     make_kit(fork, store, out)
-    text = (out / "description.md").read_text()
-    assert "Mutation testing of the lines the series adds: each line" in text
+    text = (out / "evidence.md").read_text()
+    assert "Mutation testing of the lines and hunks the series adds: each line" in text
     assert (
         "3 mutants, 1 killed by the series' regression tests, 1 only by the "
         "fork tests, 0 survived, 1 equivalent" in text
@@ -237,7 +238,7 @@ def test_mutants_that_could_not_run_say_why(fork, tmp_path):
     )
     results.write(store, failed)
     make_kit(fork, store, out)
-    text = (out / "description.md").read_text()
+    text = (out / "evidence.md").read_text()
     assert "did not run: the regression selection does not pass" in text
     assert "**Checks that failed on this tree: mutants.**" in text
 
@@ -251,6 +252,6 @@ def test_mutants_recorded_without_their_kind_are_not_counted(fork, tmp_path):
         del row["kind"]
     results.write(store, old)
     make_kit(fork, store, out)
-    text = (out / "description.md").read_text()
+    text = (out / "evidence.md").read_text()
     assert "recorded without who killed each mutant; run `" in text
     assert "<summary>Each mutant</summary>" not in text

@@ -3,7 +3,6 @@ results: no vLLM, no network."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -77,38 +76,33 @@ def heavy_results(store: Path, tree: str) -> None:
     results.write(store, bench_result(tree, [100, 100.5, 99.5]))
 
 
-def test_the_description_shows_at_most_the_line_budget_outside_details(fork, tmp_path):
+def test_the_description_fits_the_line_budget_and_the_rest_goes_beside_it(
+    fork, tmp_path
+):
     store, out = tmp_path / "results", tmp_path / "kit"
     heavy_results(store, results.fork_tree(fork))
     make_kit(fork, store, out)
     text = (out / "description.md").read_text()
-    assert description.visible_lines(text) <= description.LINE_BUDGET
-    # The long tables are in the description, collapsed.
-    collapsed = "".join(re.findall(r"<details>.*?</details>", text, re.S))
-    assert "| `pkg/core.py:79` |" in collapsed  # each mutant
-    assert collapsed.count("| x | y |") == 60  # the CI impact report
-    assert "t::t59  FAIL  ok  ok" in collapsed  # the per-test matrix
-    assert "Differential planner fuzz" in collapsed  # the fork's checks
-    # The visible excerpt has the failures' messages, the noise only the
-    # tracebacks' ends.
-    visible = re.sub(r"<details>.*?</details>", "", text, flags=re.S)
-    assert "test_zero[0] - assert None == [0]" in visible
-    assert "offline mode is enabled" not in visible
-    assert "offline mode is enabled" in collapsed
+    assert len(text.splitlines()) <= description.LINE_BUDGET
+    # The long tables are in evidence.md.
+    evidence = (out / "evidence.md").read_text()
+    assert "| `pkg/core.py:79` |" in evidence  # each mutant
+    assert evidence.count("| x | y |") == 60  # the CI impact report
+    assert "t::t59  FAIL  ok  ok" in evidence  # the per-test matrix
+    assert "Differential planner fuzz" in evidence  # the fork's checks
+    for long in ("| `pkg/core.py:79` |", "| x | y |", "t::t59  FAIL"):
+        assert long not in text
+    # The description's excerpt has the failures' messages, the noise only
+    # the tracebacks' ends in evidence.md.
+    assert "test_zero[0] - assert None == [0]" in text
+    assert "offline mode is enabled" not in text
+    assert "offline mode is enabled" in evidence
 
 
 def test_a_description_over_the_line_budget_is_refused(fork, tmp_path, monkeypatch):
     store, out = tmp_path / "results", tmp_path / "kit"
     synthetic_results(store, results.fork_tree(fork))
     monkeypatch.setattr(description, "LINE_BUDGET", 20)
-    with pytest.raises(ForkToolError, match=r"lines outside <details>, more than 20"):
+    with pytest.raises(ForkToolError, match=r"has \d+ lines, more than 20"):
         make_kit(fork, store, out)
     assert not out.exists()
-
-
-def test_visible_lines_count_a_collapsed_block_as_its_summary():
-    text = (
-        "a\n<details>\n<summary>s</summary>\n\nb\n"
-        "<details>\nc\n</details>\n</details>\nd"
-    )
-    assert description.visible_lines(text) == 3

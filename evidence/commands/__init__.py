@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from evidence.commands import bench, mutate, pr
+from evidence.commands import bench, e2e, mutate, pr
 
-COMMANDS = (pr.COMMAND, bench.COMMAND, mutate.COMMAND)
+COMMANDS = (pr.COMMAND, bench.COMMAND, mutate.COMMAND, e2e.COMMAND)

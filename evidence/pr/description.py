@@ -11,23 +11,27 @@ from evidence.pr.fork_checks import fork_checks_section
 from evidence.pr.sections import (
     NOT_MEASURED,
     Found,
+    before_block,
     bench_block,
-    collapsed,
-    counts_text,
+    e2e_row,
     gpu_block,
-    matrix_rows,
+    gpu_command,
+    matrix_evidence,
     one_line,
     other_rows,
     precommit_block,
     reflow,
+    regression_rows,
     spaced_tables,
     suite_rows,
 )
 from forktool.errors import ForkToolError
 
 TEMPLATE = ".github/PULL_REQUEST_TEMPLATE.md"
-# The most lines the description may show outside collapsed <details> blocks.
-LINE_BUDGET = 150
+# The most lines the description may have, collapsed blocks included; the
+# rest of the evidence goes to evidence.md beside it.
+LINE_BUDGET = 120
+EVIDENCE = "evidence.md"
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ class Facts:
     """"Runners assessed" from REVIEW.md, if the repository has one."""
 
 
-def validation(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
+def measured_on(found: Found, facts: Facts) -> str:
     measured = [r for r in found.values() if r is not None]
     dates = sorted(r.date for r in measured)
     when = f"on {dates[0]}" if dates else "(no results)"
@@ -54,54 +58,60 @@ def validation(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
         when = f"between {dates[0]} and {dates[-1]}"
     failing = sorted(r.check for r in measured if not r.ok)
     verdict = (
-        f"**Checks that failed on this tree: {', '.join(failing)}.**\n"
+        f"\n\n**Checks that failed on this tree: {', '.join(failing)}.**"
         if failing
         else ""
     )
-    rows, evidence = matrix_rows(found[checks.REGRESSION_MATRIX])
-    gpu = found[checks.GPU_ONLY]
-    gpu_cell = NOT_MEASURED
-    if gpu is not None:
-        outcomes = set(gpu.data["outcomes"].values())
-        gpu_cell = (
-            "passed"
-            if outcomes == {"passed"}
-            else (f"collected, {counts_text(gpu.counts)} (no 2 GPUs here); not run")
-        )
-    table = [
-        f"| Check | vLLM {facts.base_version} (base) | This series |",
-        "| --- | --- | --- |",
-        *rows,
-        *suite_rows(found[checks.UPSTREAM_SELECTION]),
-        f"| E2E: {one_line(prose['e2e_config'])} | — | {gpu_cell} |",
-        *other_rows(found),
-    ]
-    impact = found[checks.CI_IMPACT]
-    ci = (
-        collapsed(
-            "CI impact: the Buildkite steps that run the E2E test",
-            spaced_tables(impact.data["report"]),
-        )
-        if impact
-        else f"CI impact: {NOT_MEASURED}."
-    )
-    parts = [
+    return (
         f"Measured on the fork tree `{facts.tree[:12]}` (vLLM "
         f"{facts.base_version} + the {len(facts.patches)} patches) by "
         f"`python3 -m forktool setup`/`test`, {when}, on a CPU-only machine "
-        "(`CUDA_VISIBLE_DEVICES=''`, `VLLM_TARGET_DEVICE=cpu`, "
-        f'`HF_HUB_OFFLINE=1`). "{NOT_MEASURED}" marks a check without a '
-        "result for this tree.\n",
-        verdict,
+        f'(`VLLM_TARGET_DEVICE=cpu`, `HF_HUB_OFFLINE=1`). "{NOT_MEASURED}" marks '
+        f"a check without a result for this tree.{verdict}\n"
+    )
+
+
+def validation(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
+    matrix = found[checks.REGRESSION_MATRIX]
+    table = [
+        f"| Check | vLLM {facts.base_version} | This series |",
+        "| --- | --- | --- |",
+        *regression_rows(matrix),
+        *suite_rows(found[checks.UPSTREAM_SELECTION]),
+        e2e_row(found[checks.GPU_ONLY], found.get(checks.GPU_E2E), prose),
+        *other_rows(found),
+    ]
+    parts = [
+        measured_on(found, facts),
         "\n".join(table) + "\n",
-        evidence,
-        precommit_block(found[checks.PRE_COMMIT]),
-        ci + "\n",
-        fork_checks_section(found),
-        gpu_block(gpu, prose),
-        bench_block(found[checks.BENCH], prose),
+        before_block(matrix),
+        gpu_command(found[checks.GPU_ONLY]),
+        f"Each test at each patch, tracebacks, pre-commit's hooks, the CI steps "
+        "that run the E2E test, and the fork's own checks (stand-in stages, "
+        f"planner fuzz, override patterns, mutants): `{EVIDENCE}` of the PR kit.",
     ]
     return "\n".join(part for part in parts if part).rstrip()
+
+
+def evidence(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
+    """evidence.md: everything the description leaves out, in full."""
+    matrix = found[checks.REGRESSION_MATRIX]
+    impact = found[checks.CI_IMPACT]
+    runners = facts.runners or reflow(prose["runners"])
+    parts = [
+        f"# Evidence: {prose['title']}\n",
+        measured_on(found, facts),
+        matrix_evidence(matrix),
+        precommit_block(found[checks.PRE_COMMIT]),
+        "### CI impact: the Buildkite steps that run the E2E test\n\n"
+        + (spaced_tables(impact.data["report"]) if impact else f"{NOT_MEASURED}.")
+        + "\n",
+        gpu_block(found[checks.GPU_ONLY], found.get(checks.GPU_E2E), prose),
+        bench_block(found[checks.BENCH], prose),
+        fork_checks_section(found),
+        f"### Runners assessed\n\n{runners}\n",
+    ]
+    return "\n".join(part for part in parts if part).rstrip() + "\n"
 
 
 def details(prose: dict[str, Any], facts: Facts) -> str:
@@ -110,12 +120,10 @@ def details(prose: dict[str, Any], facts: Facts) -> str:
         ("root_cause", "Root cause"),
         ("design", "Design"),
         ("trade_offs", "Trade-offs"),
-        ("out_of_tree", "Out-of-tree compatibility"),
+        ("out_of_tree", "Compatibility"),
         ("limitations", "Limitations"),
     ):
         parts.append(f"### {title}\n\n{reflow(prose[key])}\n")
-    runners = facts.runners or reflow(prose["runners"])
-    parts.append(collapsed("Runners assessed", runners) + "\n")
     patches = "\n".join(f"{i}. {s}" for i, s in enumerate(facts.patches, 1))
     parts.append(f"### The patches\n\n{patches}\n")
     parts.append(f"### AI assistance\n\n{reflow(prose['ai_assistance'])}\n")
@@ -130,12 +138,10 @@ def details(prose: dict[str, Any], facts: Facts) -> str:
 
 
 def overview(prose: dict[str, Any]) -> str:
-    related = "\n".join(
-        f"- #{pr['number']}: {one_line(pr['how'])}" for pr in prose["related"]
+    related = "; ".join(
+        f"#{pr['number']} {one_line(pr['how'])}" for pr in prose["related"]
     )
-    return f"{reflow(prose['summary'])}\n\n" + collapsed(
-        "Related upstream PRs, and how this change differs", related
-    )
+    return f"{reflow(prose['summary'])}\n\nRelated: {related}."
 
 
 def fill(template: str, sections: dict[str, str], ticked: list[str]) -> str:
@@ -167,7 +173,8 @@ def render(
     prose: dict[str, Any],
     found: Found,
     facts: Facts,
-) -> str:
+) -> tuple[str, str]:
+    """description.md, within LINE_BUDGET lines, and evidence.md."""
     claims = "\n".join(f"- {one_line(claim)}" for claim in prose["claims"])
     sections = {
         "Overview": overview(prose),
@@ -176,27 +183,14 @@ def render(
         "Details": details(prose, facts),
     }
     description = fill(template, sections, prose["checklist_ticked"])
-    shown = visible_lines(description)
-    if shown > LINE_BUDGET:
+    lines = len(description.splitlines())
+    if lines > LINE_BUDGET:
         raise ForkToolError(
-            f"the description shows {shown} lines outside <details>, more than "
-            f"{LINE_BUDGET}; shorten pr/description.toml or collapse more in "
-            "evidence/pr/. Nothing was written."
+            f"the description has {lines} lines, more than {LINE_BUDGET}; shorten "
+            f"pr/description.toml or move more to {EVIDENCE} in evidence/pr/. "
+            "Nothing was written."
         )
-    return description
-
-
-def visible_lines(markdown: str) -> int:
-    """The lines a reader sees before expanding anything: those outside
-    <details> blocks (nested ones included), each collapsed block counted as
-    the one line of its summary."""
-    depth = seen = 0
-    for line in markdown.splitlines():
-        opens = line.count("<details>")
-        if depth == 0 and (opens or not line.count("</details>")):
-            seen += 1
-        depth = max(depth + opens - line.count("</details>"), 0)
-    return seen
+    return description, evidence(found, facts, prose)
 
 
 def plain_text(markdown: str) -> str:

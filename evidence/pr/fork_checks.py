@@ -103,7 +103,7 @@ def _cell(text: str) -> str:
 def mutants_block(mutants: CheckResult | None) -> str:
     """Mutation testing of the series' added lines: the counts, and each
     mutant in a collapsed table."""
-    title = "Mutation testing of the lines the series adds"
+    title = "Mutation testing of the lines and hunks the series adds"
     if mutants is None:
         return f"{title}: {NOT_MEASURED}.\n"
     rows = mutants.data.get("mutants")
@@ -138,9 +138,11 @@ def mutants_block(mutants: CheckResult | None) -> str:
     )
     return (
         f"{title}: each line the series adds under `vllm/`, mutated one plausible "
-        "mistake at a time (`and`/`or`, comparisons, constants, deleted "
-        "statements, replaced return values), against the series' regression "
-        f"tests, then the fork's own checks: {len(rows)} mutants, "
+        "mistake at a time (`and`/`or` and their operands, comparisons, "
+        "constants, a pair's element, an added term halved, deleted statements "
+        "and guards, replaced return values), and each hunk of the series "
+        "reverted alone, against the series' regression tests, then the "
+        f"fork's own checks: {len(rows)} mutants, "
         f"{tally['killed (series)']} killed by the series' regression tests, "
         f"{tally['killed (fork tests only)']} only by the fork tests, "
         f"{tally['survived']} survived, "

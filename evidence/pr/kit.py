@@ -186,7 +186,7 @@ def apply_script(ref: str, branch: str, tests: tuple[str, ...]) -> str:
 def write_kit(
     fork: Path,
     out: Path,
-    description: str,
+    documents: dict[str, str],
     subject: str,
     head: str,
     sender: str,
@@ -194,12 +194,15 @@ def write_kit(
     branch: str,
     tests: tuple[str, ...],
 ) -> None:
-    """Write the kit to a sibling directory, then move it over `out`."""
+    """Write the kit to a sibling directory, then move it over `out`.
+    `documents`: description.md (also the cover letter) and the files beside it."""
+    description = documents["description.md"]
     partial = out.with_name(f".{out.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     try:
-        (partial / "description.md").write_text(description)
+        for name, text in documents.items():
+            (partial / name).write_text(text)
         (partial / "title.txt").write_text(subject + "\n")
         series = partial / "series"
         format_series(fork, head, series, subject, plain_text(description), sender)

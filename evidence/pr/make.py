@@ -115,13 +115,14 @@ def make_kit(
         review_runners(review),
     )
     template = git(fork, "show", f"HEAD:{TEMPLATE}").stdout
-    description = render(template, prose, found, facts)
+    description, evidence = render(template, prose, found, facts)
     lint(fork, description)
+    lint(fork, evidence)
     head = resign(fork, signer, neutral, prose["ai_trailer"]) if signer else "HEAD"
     write_kit(
         fork,
         out,
-        description,
+        {"description.md": description, "evidence.md": evidence},
         prose["title"],
         head,
         signer or neutral,

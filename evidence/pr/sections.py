@@ -67,42 +67,67 @@ def collapsed(summary: str, body: str) -> str:
     return f"<details>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>"
 
 
-def matrix_rows(matrix: CheckResult | None) -> tuple[list[str], str]:
-    """Table rows for the regression tests, and the evidence below the table."""
+def regression_rows(matrix: CheckResult | None) -> list[str]:
+    """The series' regression tests on the base's code and at the series' head,
+    counted over the same tests on both sides; then each patch."""
+    what = "The series' regression tests"
     if matrix is None:
-        return [
-            f"| Regression tests of the series | {NOT_MEASURED} | {NOT_MEASURED} |"
-        ], ""
+        return [f"| {what} | {NOT_MEASURED} | {NOT_MEASURED} |"]
     columns = matrix.data["columns"]
-    rows = matrix_table_rows(
-        columns,
-        "Regression tests of the series (its test files on the base's code)",
-        fork_tests=False,
+    head = max(c for c in columns if c != "base+tests")
+    base = _series_outcomes(columns["base+tests"])
+    series = _series_outcomes(columns[head])
+    both = {test: series[test] for test in base if test in series}
+    rows = [
+        f"| {what} ({len(base)} on both sides) | {outcome_text(base)} "
+        f"| {outcome_text(both)} |"
+    ]
+    if only := {t: o for t, o in series.items() if t not in base}:
+        rows.append(
+            f"| The series' tests that expect its new field ({len(only)}) | — "
+            f"| {outcome_text(only)} |"
+        )
+    return [*rows, at_each_patch(columns, fork_tests=False)]
+
+
+def _series_outcomes(column: dict[str, Any]) -> dict[str, str]:
+    return {
+        test: outcome
+        for test, outcome in column["outcomes"].items()
+        if not test.startswith("fork_tests/")
+    }
+
+
+def before_block(matrix: CheckResult | None) -> str:
+    """The failures of the series' tests on the base's code: the bug."""
+    text = matrix.excerpts.get("base") if matrix else None
+    if not text:
+        return f"Before the fix: {NOT_MEASURED}.\n"
+    return (
+        "Before the fix, the series' tests on the base's code fail by "
+        "assertion about what the scheduler sends and each stage builds:\n\n"
+        + fence(text)
+        + "\n"
     )
-    parts = ["### The failure before the fix, and the fix\n"]
+
+
+def matrix_evidence(matrix: CheckResult | None) -> str:
+    """The regression matrix in full: each side's failures with the end of
+    their tracebacks, and each test at each patch."""
+    if matrix is None:
+        return f"### Regression matrix\n\n{NOT_MEASURED}.\n"
+    parts = ["### Regression matrix\n"]
     for side, title in (
         ("base", "On the base's code, with the series' test files"),
         ("series", "On the series"),
     ):
-        # Each failure's message, from the run's report (the matrix's
-        # failure_evidence); the end of each traceback collapsed below.
-        text = matrix.excerpts.get(side)
-        if not text:
-            parts.append(f"{title}: {NOT_MEASURED}.\n")
-            continue
-        parts += [f"{title}:\n", fence(text) + "\n"]
-        tracebacks = matrix.excerpts.get(f"{side} tracebacks")
-        if tracebacks and tracebacks != text:
-            parts.append(collapsed("The end of each traceback", fence(tracebacks)))
-            parts.append("")
-    parts.append(
-        collapsed(
-            "Regression matrix: each test on the base and at each patch",
-            fence(matrix.data["table"]),
-        )
-        + "\n"
-    )
-    return rows, "\n".join(parts)
+        text = matrix.excerpts.get(f"{side} tracebacks") or matrix.excerpts.get(side)
+        parts += [f"{title}:\n", fence(text or NOT_MEASURED) + "\n"]
+    parts += [
+        "Each test on the base and at each patch:\n",
+        fence(matrix.data["table"]) + "\n",
+    ]
+    return "\n".join(parts)
 
 
 def matrix_table_rows(
@@ -111,16 +136,20 @@ def matrix_table_rows(
     """Base against the series' head, then each patch (bisectable), for the
     series' tests or (`fork_tests`) this repository's fork_tests/."""
     head = max(c for c in columns if c != "base+tests")
+    return [
+        f"| {what} | {counts_text(_column_counts(columns['base+tests'], fork_tests))}"
+        f" | {counts_text(_column_counts(columns[head], fork_tests))} |",
+        at_each_patch(columns, fork_tests),
+    ]
+
+
+def at_each_patch(columns: dict[str, Any], fork_tests: bool) -> str:
     at_each = "; ".join(
         f"{c}: {counts_text(_column_counts(columns[c], fork_tests))}"
         for c in sorted(columns)
         if c != "base+tests"
     )
-    return [
-        f"| {what} | {counts_text(_column_counts(columns['base+tests'], fork_tests))}"
-        f" | {counts_text(_column_counts(columns[head], fork_tests))} |",
-        f"| The same, at each patch (bisectable) | — | {at_each} |",
-    ]
+    return f"| The same, at each patch (bisectable) | — | {at_each} |"
 
 
 def _column_counts(
@@ -231,39 +260,62 @@ def precommit_block(hooks: CheckResult | None) -> str:
     )
 
 
-def gpu_block(gpu: CheckResult | None, prose: dict[str, Any]) -> str:
+E2E_COMMAND = "python3 -m forktool e2e"
+
+
+def e2e_row(
+    gpu: CheckResult | None, ran: CheckResult | None, prose: dict[str, Any]
+) -> str:
+    """The E2E test on two GPUs (`ran`, by `e2e`), or collected and skipped here
+    (`gpu`)."""
+    what = f"E2E on 2 GPUs: {one_line(prose['e2e_config'])}"
+    if ran is not None:
+        runs = ran.data["runs"]
+        return (
+            f"| {what} | without the resolution: "
+            f"{outcome_text(runs['without-resolution']['outcomes'])} "
+            f"| {outcome_text(runs['series']['outcomes'])} |"
+        )
+    cell = NOT_MEASURED if gpu is None else "not run: no 2 GPUs here"
+    return f"| {what} | — | {cell} |"
+
+
+def gpu_command(gpu: CheckResult | None) -> str:
+    """How to run the E2E test on a machine with two GPUs."""
+    if gpu is None:
+        return ""
+    by_hand = f"python -m pytest {shlex.join(gpu.data['args'])} -v -s"
+    return (
+        "On two GPUs, the E2E test on the series and with patch 1's resolution "
+        "reverted, both outputs written where `pr` renders them:\n\n"
+        + fence(
+            f"python3 -m forktool setup && {E2E_COMMAND}\n"
+            f"# one run, in the fork: {by_hand}"
+        )
+        + "\n"
+    )
+
+
+def gpu_block(
+    gpu: CheckResult | None, ran: CheckResult | None, prose: dict[str, Any]
+) -> str:
     lines = ["### GPU end-to-end test\n"]
+    if ran is not None:
+        lines.append(
+            f"Measured by `{ran.command}` on {ran.date}; {ran.data['reverted']}\n"
+        )
+        for side in ("series", "without-resolution"):
+            lines.append(f"{side}:\n\n{fence(ran.excerpts.get(side, ''))}\n")
     if gpu is None:
         lines.append(f"{NOT_MEASURED}.\n")
     else:
         outcomes = gpu.data["outcomes"]
         tests = ", ".join(f"`{t.split('::', 1)[1]}`" for t in sorted(outcomes))
-        if outcomes and set(outcomes.values()) == {"passed"}:
-            lines.append(f"Passed ({len(outcomes)}): {tests}.\n")
-        elif not outcomes or set(outcomes.values()) != {"skipped"}:
-            lines.append(
-                f"{counts_text(gpu.counts)} ({tests}); no pass is claimed. "
-                f"Measured by `{gpu.command}` on {gpu.date}.\n"
-            )
-        else:
-            reasons = sorted({gpu.data["reasons"].get(t, "") for t in outcomes})
-            lines.append(
-                f"Not run on GPUs for this revision, so no pass is claimed. "
-                f"On the CPU machine it is collected and skipped "
-                f"({counts_text(gpu.counts)}: {tests}); skip reason: "
-                f"{'; '.join(r for r in reasons if r) or 'none given'}.\n"
-            )
-        args = shlex.join(gpu.data["args"])
+        reasons = sorted({gpu.data["reasons"].get(t, "") for t in outcomes})
         lines.append(
-            collapsed(
-                "How to run it (two GPUs; the weights are dummy, only the model's "
-                "config and tokenizer must be in the HF cache)",
-                fence(
-                    "HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES=0,1 \\\n"
-                    f"  python -m pytest {args} -v -s --tb=short"
-                ),
-            )
-            + "\n"
+            f"On the CPU machine it is collected ({counts_text(gpu.counts)}: "
+            f"{tests}); skip reason: "
+            f"{'; '.join(r for r in reasons if r) or 'none given'}.\n"
         )
     lines.append(reflow(prose["e2e_guards"]) + "\n")
     return "\n".join(lines)

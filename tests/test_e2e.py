@@ -1,0 +1,209 @@
+"""evidence.e2e in a clone whose fork is tiny and synthetic: patch 1 holds the
+resolution (with a change elsewhere), patch 2 builds on it. No vLLM, no GPU:
+a fake nvidia-smi lists the GPUs, this interpreter's pytest runs a tiny test
+that passes only with patch 1's resolution, imported as `vllm serve` would."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from evidence import checks, e2e
+from evidence.commands import e2e as e2e_command
+from forktool import check_runs, prepare, results
+from forktool.check_runs import all_checks
+from forktool.commands import commands
+from forktool.errors import ForkToolError
+from forktool.git import git, identity
+from forktool.layout import Layout
+from forktool.pins import Pins
+from forktool.venv import COMPLETE
+
+AUTHOR = "t <t@t.invalid>"
+PATCH_1 = "[Bugfix][Core] Keep KV cache zeroing in scheduler and workers"
+PLANNING = "vllm/v1/core/kv_cache_planning.py"
+UTILS = "vllm/v1/core/kv_cache_utils.py"
+INTERFACE = "vllm/v1/kv_cache_interface.py"
+TEST = """\
+import os
+import subprocess
+import sys
+
+
+def test_pp_mixed_precision_kv_cache():
+    # As `vllm serve` imports it: another process, started elsewhere.
+    code = "import vllm.v1.core.kv_cache_planning as m; print(m.__file__, m.ANY)"
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd="/", capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(os.getcwd()), run.stdout
+
+
+def test_unselected():
+    assert False
+"""
+ARGS = ("tests/test_pp.py", "-k", "test_pp_mixed_precision_kv_cache")
+NODE = "tests/test_pp.py::test_pp_mixed_precision_kv_cache"
+
+
+def commit(fork: Path, files: dict[str, str], message: str) -> None:
+    for name, text in files.items():
+        (fork / name).parent.mkdir(parents=True, exist_ok=True)
+        (fork / name).write_text(text)
+    git(fork, "add", "-A")
+    git(fork, "commit", "-q", "-m", message, env=identity(AUTHOR))
+
+
+def tiny_fork(fork: Path) -> None:
+    """base; patch 1: the OR, the scheduler's copy and a field; patch 2: the
+    field's next line and another line of kv_cache_utils.py."""
+    fork.mkdir(parents=True)
+    git(fork, "init", "-q", "-b", "main")
+    base = {
+        ".gitignore": "*.so\n__pycache__/\n",
+        "vllm/__init__.py": "",
+        PLANNING: "def plan():\n    pass\n",
+        UTILS: "def configure():\n    pass\n\n\ndef other():\n    pass\n",
+        INTERFACE: "class Spec:\n    pass\n",
+        "tests/test_pp.py": TEST,
+    }
+    commit(fork, base, "vllm 0.1")
+    git(fork, "tag", "base")
+    commit(
+        fork,
+        {
+            PLANNING: "ANY = True\n\n\ndef plan():\n    pass\n",
+            UTILS: "def configure():\n    copy = True\n\n\ndef other():\n    pass\n",
+            INTERFACE: "class Spec:\n    zeroing = True\n",
+        },
+        PATCH_1,
+    )
+    utils = "def configure():\n    copy = True\n\n\ndef other():\n    return 2\n"
+    interface = "class Spec:\n    zeroing = True\n    pages = 2\n"
+    patch_2 = "[Core] Zero only where bytes change precision"
+    commit(fork, {UTILS: utils, INTERFACE: interface}, patch_2)
+    (fork / "vllm" / "_C.abi3.so").write_bytes(b"\x7fELF")  # as install leaves it
+
+
+@pytest.fixture
+def clone(tmp_path, monkeypatch) -> Layout:
+    """A set-up clone: the tiny fork, a venv of this interpreter, the selection."""
+    layout = Layout(tmp_path)
+    for module in (e2e, prepare, check_runs):
+        monkeypatch.setattr(module, "LAYOUT", layout)
+    tiny_fork(layout.fork)
+    (layout.venv / "bin").mkdir(parents=True)
+    (layout.venv / "bin" / "python").symlink_to(sys.executable)
+    (layout.venv / COMPLETE).write_text("lock\n")
+    layout.selection.write_text(
+        '[[run]]\nname = "cpu"\nargs = []\n\n'
+        "[regression]\nargs = []\nfails_on_base = []\n\n"
+        f"[gpu_only]\nargs = {json.dumps(ARGS)}\n"
+    )
+    return layout
+
+
+def fake_gpus(tmp_path: Path, monkeypatch, listed: str | None) -> None:
+    """PATH only git and an nvidia-smi printing `listed` (None: no
+    nvidia-smi), whatever this machine has."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git") or "git")
+    if listed is not None:
+        smi = bin_dir / "nvidia-smi"
+        smi.write_text(f"#!/bin/sh\nprintf '{listed}'\n")
+        smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+
+
+ONE_GPU = "GPU 0: NVIDIA H200 (UUID: GPU-1)\\n  MIG 3g.71gb Device 0: (UUID: MIG-1)\\n"
+TWO_GPUS = "GPU 0: NVIDIA H200 (UUID: GPU-1)\\nGPU 1: NVIDIA H200 (UUID: GPU-2)\\n"
+
+
+@pytest.mark.parametrize("listed, found", [(None, 0), (ONE_GPU, 1)])
+def test_fewer_than_two_gpus_are_refused_and_nothing_written(
+    clone, tmp_path, monkeypatch, listed, found
+):
+    fake_gpus(tmp_path, monkeypatch, listed)
+    with pytest.raises(ForkToolError, match=f"needs two GPUs and found {found} "):
+        e2e.run(Pins.load(), checks.GPU_E2E)
+    assert not clone.results.exists() and not clone.trees.exists()
+
+
+def test_a_clone_without_setup_is_refused(clone, tmp_path, monkeypatch):
+    fake_gpus(tmp_path, monkeypatch, TWO_GPUS)
+    (clone.venv / COMPLETE).unlink()
+    with pytest.raises(ForkToolError, match="run `python3 -m forktool setup` first"):
+        e2e.run(Pins.load(), checks.GPU_E2E)
+    assert not clone.results.exists()
+
+
+def test_only_patch_1s_hunks_of_the_resolution_are_reverted(clone):
+    fork, tree = clone.fork, clone.trees / e2e.TREE
+    reverted = e2e.without_resolution(fork, tree)
+    assert PATCH_1 in reverted and PLANNING in reverted and UTILS in reverted
+    changed = git(tree, "status", "--porcelain").stdout.splitlines()
+    assert sorted(changed) == [f" M {PLANNING}", f" M {UTILS}"]
+    assert (tree / PLANNING).read_text() == "def plan():\n    pass\n"
+    # patch 2's line of the same file stays, and so does patch 1's field.
+    utils = "def configure():\n    pass\n\n\ndef other():\n    return 2\n"
+    assert (tree / UTILS).read_text() == utils
+    assert (tree / INTERFACE).read_text() == (fork / INTERFACE).read_text()
+    so = tree / "vllm" / "_C.abi3.so"
+    assert so.is_symlink() and so.resolve() == (fork / "vllm" / "_C.abi3.so")
+    assert e2e.without_resolution(fork, tree) == reverted  # again, from scratch
+
+
+def test_both_runs_are_recorded_for_the_forks_tree(clone, tmp_path, monkeypatch):
+    fake_gpus(tmp_path, monkeypatch, TWO_GPUS)
+    assert e2e.run(Pins.load(), checks.GPU_E2E)
+    result = results.read(clone.results, "gpu-e2e")
+    assert result is not None and result.ok
+    assert result.tree == results.fork_tree(clone.fork)
+    assert result.counts == {"passed": 1}
+    assert result.data["args"] == list(ARGS)
+    assert PATCH_1 in result.data["reverted"]
+    assert result.data["runs"] == {
+        "series": {"outcomes": {NODE: "passed"}, "exit_status": 0},
+        "without-resolution": {"outcomes": {NODE: "failed"}, "exit_status": 1},
+    }
+    assert "1 passed, 1 deselected" in result.excerpts["series"]
+    assert "has no attribute 'ANY'" in result.excerpts["without-resolution"]
+    for log in ("e2e-series.log", "e2e-without-resolution.log"):
+        assert NODE in (clone.logs / log).read_text()
+
+
+@pytest.mark.parametrize(
+    "series, without, ok",
+    [
+        ("passed", "failed", True),
+        ("passed", "error", True),
+        ("passed", "passed", False),  # the test does not see the resolution
+        ("skipped", "failed", False),  # no access to the model: no pass
+        ("failed", "failed", False),
+        (None, "failed", False),  # nothing collected
+    ],
+)
+def test_it_passes_only_when_the_series_passes_and_the_revert_fails(
+    clone, monkeypatch, series, without, ok
+):
+    def run_test(tree, venv, args, log):
+        outcome = series if tree == clone.fork else without
+        outcomes = {NODE: outcome} if outcome else {}
+        return {"outcomes": outcomes, "exit_status": 0}, "output"
+
+    monkeypatch.setattr(e2e, "run_test", run_test)
+    found = e2e.measure(clone.fork, clone.trees, clone.venv, clone.logs, ARGS)
+    assert found.ok is ok
+
+
+def test_the_command_and_its_check_are_registered():
+    assert commands()["e2e"].run is e2e_command.run
+    check = next(c for c in all_checks() if c.name == "gpu-e2e")
+    assert check is checks.GPU_E2E and check.command == "python3 -m forktool e2e"
+    assert check.in_pr and not check.gates_test and check.measure is None
