@@ -65,7 +65,8 @@ def test_renders_the_kit_from_a_results_set(fork, tmp_path):
     assert "3 passed (3 s)" in evidence  # and the series' pass
     assert "| --- | --- |\n| 1 | 2 |" in evidence  # the CI report, delimiters spaced
     assert "not run: no 2 GPUs here" in text and "Need 2 GPUs" in evidence
-    assert "python3 -m forktool e2e" in text and "-k test_pp_mixed" in text
+    assert "-k test_pp_mixed" in text and "python3 -m forktool e2e" in evidence
+    assert "forktool" not in text.partition("## Details")[0].partition("| Check")[2]
     assert "Benchmark: not measured" in evidence
     assert "`__dict__` lookup) | 1 passed, 1 failed | 2 passed |" in evidence
     assert "replace  ok  ok" in evidence  # the override table, as measured

@@ -100,11 +100,12 @@ def evidence(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
     runners = facts.runners or reflow(prose["runners"])
     parts = [
         f"# Evidence: {prose['title']}\n",
+        "## Validation in full\n",
         measured_on(found, facts),
         matrix_evidence(matrix),
         precommit_block(found[checks.PRE_COMMIT]),
         "### CI impact: the Buildkite steps that run the E2E test\n\n"
-        + (spaced_tables(impact.data["report"]) if impact else f"{NOT_MEASURED}.")
+        + (spaced_tables(impact.data["report"]).strip() if impact else NOT_MEASURED)
         + "\n",
         gpu_block(found[checks.GPU_ONLY], found.get(checks.GPU_E2E), prose),
         bench_block(found[checks.BENCH], prose),
@@ -141,7 +142,7 @@ def overview(prose: dict[str, Any]) -> str:
     related = "; ".join(
         f"#{pr['number']} {one_line(pr['how'])}" for pr in prose["related"]
     )
-    return f"{reflow(prose['summary'])}\n\nRelated: {related}."
+    return f"{reflow(prose['summary'])}\n\nRelated, none a duplicate: {related}."
 
 
 def fill(template: str, sections: dict[str, str], ticked: list[str]) -> str:

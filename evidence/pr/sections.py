@@ -281,17 +281,14 @@ def e2e_row(
 
 
 def gpu_command(gpu: CheckResult | None) -> str:
-    """How to run the E2E test on a machine with two GPUs."""
+    """How to run the E2E test on a machine with two GPUs, from the PR branch."""
     if gpu is None:
         return ""
-    by_hand = f"python -m pytest {shlex.join(gpu.data['args'])} -v -s"
+    args = shlex.join(gpu.data["args"])
     return (
-        "On two GPUs, the E2E test on the series and with patch 1's resolution "
-        "reverted, both outputs written where `pr` renders them:\n\n"
-        + fence(
-            f"python3 -m forktool setup && {E2E_COMMAND}\n"
-            f"# one run, in the fork: {by_hand}"
-        )
+        "The E2E test, on two GPUs (dummy weights; the model's config and "
+        "tokenizer come from the Hub):\n\n"
+        + fence(f"python -m pytest {args} -v -s")
         + "\n"
     )
 
@@ -299,7 +296,11 @@ def gpu_command(gpu: CheckResult | None) -> str:
 def gpu_block(
     gpu: CheckResult | None, ran: CheckResult | None, prose: dict[str, Any]
 ) -> str:
-    lines = ["### GPU end-to-end test\n"]
+    lines = [
+        "### GPU end-to-end test\n",
+        f"`{E2E_COMMAND}` runs it on two GPUs, on the series and with patch 1's "
+        "resolution reverted, and records both outcomes for this kit.\n",
+    ]
     if ran is not None:
         lines.append(
             f"Measured by `{ran.command}` on {ran.date}; {ran.data['reverted']}\n"
