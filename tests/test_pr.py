@@ -256,3 +256,19 @@ def test_mutants_recorded_without_their_kind_are_not_counted(fork, tmp_path):
     text = (out / "evidence.md").read_text()
     assert "recorded without who killed each mutant; run `" in text
     assert "<summary>Each mutant</summary>" not in text
+
+
+def test_a_flaky_failure_on_the_fork_is_named_in_its_row(fork, tmp_path):
+    store, out = tmp_path / "results", tmp_path / "kit"
+    synthetic_results(store, results.fork_tree(fork))
+    suite = stored(store, "upstream-selection")
+    run = suite.data["runs"]["v1-core"]
+    run["fork"]["counts"] = {"passed": 1202, "failed": 1, "skipped": 7}
+    run["flaky"] = ["tests/v1/core/test_a.py::test_slow_subprocess"]
+    results.write(store, suite)
+    make_kit(fork, store, out)
+    text = (out / "description.md").read_text()
+    assert (
+        "1202 passed, 1 failed, 7 skipped (3 added by the series, 0 lost; failed, "
+        "then passed when run again: `test_slow_subprocess`) |" in text
+    )

@@ -173,9 +173,18 @@ def suite_rows(suite: CheckResult | None) -> list[str]:
     return [
         f"| vLLM's CPU job `pytest {' '.join(run['args'])}` | "
         f"{base_cell(run['base'])} | {counts_text(run['fork']['counts'])} "
-        f"({len(run['added'])} added by the series, {len(run['lost'])} lost) |"
+        f"({len(run['added'])} added by the series, {len(run['lost'])} lost"
+        f"{flaky_text(run.get('flaky', []))}) |"
         for run in suite.data["runs"].values()
     ]
+
+
+def flaky_text(flaky: list[str]) -> str:
+    """The fork's failures that passed when run again, named."""
+    if not flaky:
+        return ""
+    names = ", ".join(f"`{test.rpartition('::')[2]}`" for test in flaky)
+    return f"; failed, then passed when run again: {names}"
 
 
 def base_cell(base: dict[str, Any]) -> str:
