@@ -25,7 +25,7 @@ from forktool.pins import Pins  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = parser("Command line: python3 -m forktool <command>.").parse_args(argv)
+    args = parser("Command line: python3 -m forktool <command>.", argv).parse_args(argv)
     command = args.subcommand
     try:
         if not command.locks:

@@ -8,15 +8,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from forktool import checks, results, tool_checks
+from forktool import checks, results
 from forktool.beside import Beside
 from forktool.checks import Check, Context
 from forktool.layout import LAYOUT
 
 
 def all_checks() -> tuple[Check, ...]:
-    """The workflow's checks, then the plug-ins'."""
-    return checks.registry(tool_checks.CHECKS, checks.plugins())
+    """The workflow's checks, then the PR evidence's."""
+    return checks.registry()
 
 
 def run_checks(ctx: Context, checks: list[Check], command: str, prepared: float) -> int:

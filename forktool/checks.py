@@ -4,24 +4,18 @@ An entry says the check's name (also its results file), its title, the
 command that refreshes its result, how it is measured, whether it gates
 `test` (and `setup`), and whether the PR description reads it. `setup` and
 `test` are loops over the registry; `pr` reads the results of the entries
-it renders. The workflow's own checks are here; each plug-in package named
-under `[tool.forktool] plugins` in pyproject.toml adds its own through the
-`CHECKS` of its `plugin` module (and its commands through `COMMANDS`).
+it renders. The entries are the `CHECKS` of the modules in `REGISTERED`.
 """
 
 from __future__ import annotations
 
 import importlib
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from forktool.errors import ForkToolError
-from forktool.layout import LAYOUT
 from forktool.results import CheckResult, Measured
 
 if TYPE_CHECKING:
@@ -85,43 +79,14 @@ class Check:
             object.__setattr__(self, "in_pr", True)
 
 
-def plugin_names(pyproject: Path) -> list[str]:
-    """The plug-in packages pyproject.toml names under [tool.forktool]; none
-    without the file (the workflow alone)."""
-    if not pyproject.exists():
-        return []
-    try:
-        with pyproject.open("rb") as f:
-            config = tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise ForkToolError(f"{pyproject} is not TOML: {e}") from e
-    return config.get("tool", {}).get("forktool", {}).get("plugins", [])
+REGISTERED = ("forktool.tool_checks", "evidence.checks")
+"""The modules whose CHECKS are the registry, in the order `test` runs them:
+the workflow's own checks, then the PR evidence's."""
 
 
-def load_plugins(names: list[str]) -> list[ModuleType]:
-    """Each package's `plugin` module, imported by name: the workflow imports
-    no plug-in package itself."""
-    loaded = []
-    for name in names:
-        try:
-            loaded.append(importlib.import_module(f"{name}.plugin"))
-        except ImportError as e:
-            raise ForkToolError(
-                f"pyproject.toml names the plug-in {name!r}, which does not import: {e}"
-            ) from e
-    return loaded
-
-
-@cache
-def plugins() -> tuple[ModuleType, ...]:
-    return tuple(load_plugins(plugin_names(LAYOUT.root / "pyproject.toml")))
-
-
-def registry(
-    own: tuple[Check, ...], added: tuple[ModuleType, ...]
-) -> tuple[Check, ...]:
-    """`own` then each plug-in's CHECKS, in the order `test` runs them."""
-    found = [*own, *(c for module in added for c in module.CHECKS)]
+def registry() -> tuple[Check, ...]:
+    """Each registered module's CHECKS, in order; two of one name are refused."""
+    found = [c for name in REGISTERED for c in importlib.import_module(name).CHECKS]
     names = [check.name for check in found]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:

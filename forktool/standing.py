@@ -166,7 +166,6 @@ def compare(
     rec_pairs = {(e.series, e.fork) for e in entries}
     rec_series = {e.series for e in entries}
     rec_fork = {e.fork for e in entries if e.fork}
-    rec_applied = {e.series for e in entries if e.fork}
     free_f, free_s = set(range(len(fork))), set(range(len(series)))
     items: list[Item] = []
     pairs: list[tuple[int, int]] = []
@@ -200,6 +199,26 @@ def compare(
     pair(lambda f, s: f.subject == s.subject, changed)
     replaced = _replaced_at(fork, series, record, free_f & free_s)
     pair(lambda f, s: (f.name, s.name) in replaced, changed)
+    items += _unpaired(fork, series, free_f, free_s, entries)
+    items += _order(fork, series, entries if record is not None else None, pairs)
+    items.sort(key=lambda item: (item.number, item.fork is None))
+    pairs.sort()
+    return Standing(items, pairs)
+
+
+def _unpaired(
+    fork: list[PatchInfo],
+    series: list[PatchInfo],
+    free_f: set[int],
+    free_s: set[int],
+    entries: list[Entry],
+) -> list[Item]:
+    """The patches left without a partner: dropped on one side (the record
+    had them) or only on one side."""
+    rec_series = {e.series for e in entries}
+    rec_fork = {e.fork for e in entries if e.fork}
+    rec_applied = {e.series for e in entries if e.fork}
+    items = []
     for fi in sorted(free_f):
         if fork[fi].fingerprint in rec_fork:
             change = Change.DROPPED_FROM_SERIES
@@ -214,10 +233,7 @@ def compare(
         else:
             change = Change.ONLY_IN_SERIES
         items.append(Item(change, series=series[si], number=si + 1))
-    items += _order(fork, series, entries if record is not None else None, pairs)
-    items.sort(key=lambda item: (item.number, item.fork is None))
-    pairs.sort()
-    return Standing(items, pairs)
+    return items
 
 
 def _replaced_at(

@@ -16,7 +16,7 @@ from evidence import checks, e2e
 from evidence.commands import e2e as e2e_command
 from forktool import check_runs, prepare, results
 from forktool.check_runs import all_checks
-from forktool.commands import commands
+from forktool.commands import command
 from forktool.errors import ForkToolError
 from forktool.git import git, identity
 from forktool.layout import Layout
@@ -203,7 +203,7 @@ def test_it_passes_only_when_the_series_passes_and_the_revert_fails(
 
 
 def test_the_command_and_its_check_are_registered():
-    assert commands()["e2e"].run is e2e_command.run
+    assert command("e2e").run is e2e_command.run
     check = next(c for c in all_checks() if c.name == "gpu-e2e")
     assert check is checks.GPU_E2E and check.command == "python3 -m forktool e2e"
     assert check.in_pr and not check.gates_test and check.measure is None

@@ -10,7 +10,7 @@ import pytest
 from evidence.matrix import table as _table
 from forktool import venv
 from forktool.__main__ import main
-from forktool.commands import commands
+from forktool.commands import COMMANDS
 from forktool.layout import Layout
 from forktool.pytest_runner import Result
 
@@ -75,7 +75,7 @@ def test_issue_7_matrix_table_fits_120_columns_with_a_legend():
 
 
 def test_issue_7_every_command_says_what_it_refuses_and_writes(capsys):
-    for name in commands():
+    for name in COMMANDS:
         with pytest.raises(SystemExit) as exit_status:
             main([name, "--help"])
         assert exit_status.value.code == 0

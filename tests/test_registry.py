@@ -1,4 +1,4 @@
-"""A check is one entry in the registry: a plug-in's entry with a measure
+"""A check is one entry in the registry: an entry with a measure
 and a PR row is run by `test`, recorded, and rendered by `pr`, with no other
 file changed; an entry that gates `test` without a measure is refused when
 its module is imported."""
@@ -23,7 +23,7 @@ from forktool.layout import Layout
 from forktool.pins import Pins
 from forktool.results import Measured
 
-PLUGIN = """
+SAMPLE = """
 from forktool.checks import TEST, Check
 from forktool.results import Measured
 
@@ -39,18 +39,15 @@ def row(result):
 
 
 CHECKS = (Check("sample", "a sample check", TEST, measure, pr_row=row),)
-COMMANDS = ()
 """
 
 
 def add_sample(tmp_path, monkeypatch) -> checks.Check:
-    """The registry with one more plug-in: a package holding only `plugin.py`."""
-    (tmp_path / "sample_plugin").mkdir()
-    (tmp_path / "sample_plugin" / "plugin.py").write_text(PLUGIN)
+    """The registry with one more module: `sample_checks`, holding one entry."""
+    (tmp_path / "sample_checks.py").write_text(SAMPLE)
     monkeypatch.syspath_prepend(str(tmp_path))
-    added = (*checks.plugins(), *checks.load_plugins(["sample_plugin"]))
-    monkeypatch.setattr(checks, "plugins", lambda: added)
-    monkeypatch.delitem(sys.modules, "sample_plugin.plugin")  # undone after
+    monkeypatch.setattr(checks, "REGISTERED", (*checks.REGISTERED, "sample_checks"))
+    monkeypatch.delitem(sys.modules, "sample_checks", raising=False)
     return next(c for c in all_checks() if c.name == "sample")
 
 
@@ -109,11 +106,13 @@ def test_an_entry_gating_test_without_a_measure_fails_at_import(tmp_path):
         sys.modules.pop("broken", None)
 
 
-def test_two_checks_of_one_name_are_refused():
+def test_two_checks_of_one_name_are_refused(monkeypatch):
     twice = checks.Check("ruff", "again", checks.TEST, lambda ctx: None)  # type: ignore
-    plugin = argparse.Namespace(CHECKS=(twice,))
+    module = argparse.Namespace(CHECKS=(twice,))
+    monkeypatch.setitem(sys.modules, "twice_checks", module)
+    monkeypatch.setattr(checks, "REGISTERED", (*checks.REGISTERED, "twice_checks"))
     with pytest.raises(ForkToolError, match="two checks have the name ruff"):
-        checks.registry(all_checks(), (plugin,))  # type: ignore[arg-type]
+        checks.registry()
 
 
 def test_a_check_alongside_runs_beside_the_others_and_is_recorded(

@@ -1,7 +1,1 @@
-"""The PR evidence's commands, one module each."""
-
-from __future__ import annotations
-
-from evidence.commands import bench, e2e, mutate, pr
-
-COMMANDS = (pr.COMMAND, bench.COMMAND, mutate.COMMAND, e2e.COMMAND)
+"""The PR evidence's commands, one module each (listed in forktool.commands)."""

@@ -1,58 +1,90 @@
-"""The commands, one module each (and the plug-ins' commands); `parser` makes
-the command line from them."""
+"""The command line: each command's module and one-line help. A command's
+module is imported only when it runs or its --help is asked, so `python3 -m
+forktool --help` imports none of them."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 
-from forktool import checks
-from forktool.commands import (
-    backups,
-    cache,
-    env,
-    export,
-    install,
-    lock,
-    run,
-    setup,
-    sync,
-    test,
-)
 from forktool.commands.command import Command
 
-OWN: dict[str, Command] = {
-    module.COMMAND.name: module.COMMAND
-    for module in (
-        sync,
-        export,
-        backups,
-        lock,
-        install,
-        setup,
-        test,
-        env,
-        run,
-        cache,
-    )
+COMMANDS: dict[str, tuple[str, str]] = {
+    "sync": (
+        "forktool.commands.sync",
+        "materialise build/vllm: base + series, or bring it up to date",
+    ),
+    "export": (
+        "forktool.commands.export",
+        "write build/vllm's commits back to patches/",
+    ),
+    "backups": (
+        "forktool.commands.backups",
+        "list (or --prune) the backup/<time> branches sync and sync --force leave",
+    ),
+    "lock": ("forktool.commands.lock", "resolve venv.lock from pins.toml"),
+    "install": (
+        "forktool.commands.install",
+        "make build/.venv exactly venv.lock, install the fork, self-check it",
+    ),
+    "setup": (
+        "forktool.commands.setup",
+        "sync, install, show the fork, run the regression matrix",
+    ),
+    "test": (
+        "forktool.commands.test",
+        "everything setup does, plus every check CI runs",
+    ),
+    "env": (
+        "forktool.commands.env",
+        "print the shell lines for the fork's environment",
+    ),
+    "run": ("forktool.commands.run", "run a command in the fork's environment"),
+    "cache": (
+        "forktool.commands.cache",
+        "list (and remove) downloads and uv builds no clone uses",
+    ),
+    "pr": (
+        "evidence.commands.pr",
+        "write build/pr/: PR description, series, apply-to-vllm.sh",
+    ),
+    "bench": (
+        "evidence.commands.bench",
+        "scheduler cost per step, fork against base (CPU)",
+    ),
+    "mutate": (
+        "evidence.commands.mutate",
+        "mutation testing of the lines the series adds under vllm/",
+    ),
+    "e2e": (
+        "evidence.commands.e2e",
+        "the GPU end-to-end test, on the series and without its resolution (2 GPUs)",
+    ),
 }
 
 
-def commands() -> dict[str, Command]:
-    """The workflow's commands, then the plug-ins'."""
-    added = [command for plugin in checks.plugins() for command in plugin.COMMANDS]
-    return {**OWN, **{command.name: command for command in added}}
+def command(name: str) -> Command:
+    """The command `name`, its module imported."""
+    command: Command = importlib.import_module(COMMANDS[name][0]).COMMAND
+    return command
 
 
-def parser(description: str | None) -> argparse.ArgumentParser:
-    """`python3 -m forktool`'s parser; `args.subcommand.run` does what is asked."""
+def parser(description: str | None, argv: list[str]) -> argparse.ArgumentParser:
+    """`python3 -m forktool`'s parser for `argv`; `args.subcommand.run` does
+    what is asked. Only the command `argv` names is imported, for its options."""
     parser = argparse.ArgumentParser(
-        prog="python3 -m forktool", description=description
+        prog="python3 -m forktool", description=description, allow_abbrev=False
     )
     sub = parser.add_subparsers(dest="command_name", required=True)
-    for command in commands().values():
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None)
+    for name, (_, help) in COMMANDS.items():
+        if name != chosen:
+            sub.add_parser(name, help=help)
+            continue
+        named = command(name)
         options = sub.add_parser(
-            command.name, help=command.help, description=command.description
+            name, help=help, description=named.description, allow_abbrev=False
         )
-        command.options(options)
-        options.set_defaults(subcommand=command)
+        named.options(options)
+        options.set_defaults(subcommand=named)
     return parser
