@@ -141,8 +141,9 @@ def test_git_commands_are_traced(workspace, monkeypatch, capsys):
 
 
 def test_a_conflict_exits_with_status_3_other_errors_with_1(monkeypatch):
+    from forktool import commands
     from forktool.__main__ import main
-    from forktool.commands import OWN, Command
+    from forktool.commands import Command
 
     def failing(error):
         def run(pins, args):
@@ -152,5 +153,5 @@ def test_a_conflict_exits_with_status_3_other_errors_with_1(monkeypatch):
         return Command("sync", "h", "d", run, locks=False)
 
     for error, status in ((ConflictError, 3), (ForkToolError, 1)):
-        monkeypatch.setitem(OWN, "sync", failing(error))
+        monkeypatch.setattr(commands, "command", lambda name, e=error: failing(e))
         assert main(["sync"]) == status
