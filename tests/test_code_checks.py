@@ -4,8 +4,9 @@ venv's programs, that `pr` neither renders nor requires."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
+
+from venv_link import link_venv
 
 from evidence.pr import make as pr
 from forktool import checks, tool_checks
@@ -62,9 +63,7 @@ def test_the_repositorys_tests_run_through_the_runner(tmp_path, monkeypatch):
         "def test_env():\n    assert os.environ.get('EXTRA') == 'yes', 'no EXTRA'\n"
     )
     monkeypatch.setattr(tool_checks, "LAYOUT", Layout(repo))
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
+    venv = link_venv(tmp_path / "venv")
 
     session = tool_checks.repo_pytest(venv, "tests", label="mine")
     found = tool_checks.measured(session, "tests")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from venv_link import link_venv
 
 from evidence import checks, e2e
 from evidence.commands import e2e as e2e_command
@@ -97,8 +97,7 @@ def clone(tmp_path, monkeypatch) -> Layout:
     for module in (e2e, prepare, check_runs):
         monkeypatch.setattr(module, "LAYOUT", layout)
     tiny_fork(layout.fork)
-    (layout.venv / "bin").mkdir(parents=True)
-    (layout.venv / "bin" / "python").symlink_to(sys.executable)
+    link_venv(layout.venv)
     (layout.venv / COMPLETE).write_text("lock\n")
     layout.selection.write_text(
         '[[run]]\nname = "cpu"\nargs = []\n\n'
