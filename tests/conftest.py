@@ -1,12 +1,12 @@
-"""The synthetic fork's workspace fixture, shared by the fork's test modules,
-and a git config of the tests' own."""
+"""The synthetic fork's fixtures, shared by the tool's test modules, and a git
+config of the tests' own."""
 
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from fork_fixture import workspace  # noqa: F401
+from fork_fixture import workspace, ws  # noqa: F401
 
 _GIT_HOME = Path(tempfile.mkdtemp(prefix="tool-tests-git-"))
 

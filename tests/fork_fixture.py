@@ -9,26 +9,39 @@ import re
 import shutil
 import subprocess
 import tarfile
+from email.utils import parseaddr
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 import forktool.sync
 from forktool.errors import ForkToolError
 from forktool.export import export
-from forktool.git import git
+from forktool.git import git, identity
 from forktool.pins import Artifact, Pins, fetch
+from forktool.series import read_series
 
 AUTHOR = "Test Project <test-project@noreply.invalid>"
-
-
 PERSON = "Dev Person <dev@example.invalid>"
-
-
 MESSAGE = "mini 0.1\n"
-
-
 GENERATED = ("PKG-INFO",)
+BASE_FILES = {
+    ".gitignore": "*.so\n*_hip*\n",
+    "PKG-INFO": "Name: mini\n",
+    "mini/rocm_hip.py": "# ignored by .gitignore, shipped anyway\n",
+    "mini/__init__.py": "VALUE = 1\n",
+    "mini/util.py": "def double(x):\n    return 2 * x\n",
+}
+THREE = [
+    ("mini/__init__.py", "VALUE = 2\n", "[Core] First"),
+    ("mini/util.py", "def double(x):\n    return x * 2\n", "[Core] Second"),
+    ("mini/extra.py", "EXTRA = 1\n", "[Core] Third"),
+]
+SUBJECTS = [c[2] for c in THREE]
+LOCAL = ("mini/local.py", "LOCAL = 1\n", "[Core] Local")
+THEIRS = "def double(x):\n    return x + x  # theirs\n"
+MINE = "def double(x):\n    return x + x  # mine\n"
 
 
 def make_sdist(path: Path, files: dict[str, str]) -> Artifact:
@@ -42,17 +55,82 @@ def make_sdist(path: Path, files: dict[str, str]) -> Artifact:
     return Artifact(path.name, hashlib.sha256(path.read_bytes()).hexdigest())
 
 
-def make_pins(sdist: Artifact) -> Pins:
-    return Pins("mini", "0.1", GENERATED, sdist, sdist, AUTHOR, "pip", (), ())
+def make_pins(sdist: Artifact, wheel: Artifact | None = None) -> Pins:
+    return Pins("mini", "0.1", GENERATED, sdist, wheel or sdist, AUTHOR, "pip", (), ())
+
+
+class Workspace(NamedTuple):
+    """This repository's patches/ (in a git checkout), pins whose sdist is in the
+    cache, and the fork's path; a helper for each tool command on them."""
+
+    pins: Pins
+    patches: Path
+    tree: Path
+
+    def sync(self, force=False, tree=None, message=MESSAGE, sdist=None) -> str:
+        fetched = sdist or self.pins.sdist
+        return forktool.sync.sync(
+            tree or self.tree, self.patches, AUTHOR, message,
+            lambda: fetch(self.pins, fetched), GENERATED, force,
+        )  # fmt: skip
+
+    def export(self, tree: Path | None = None, check: bool = False) -> str:
+        return export(tree or self.tree, self.patches, check=check)
+
+    def series_of(self, *changes: tuple[str, str, str]) -> Path:
+        """Sync the fork, commit `changes` (path, text, subject), export, commit."""
+        self.sync()
+        for change in changes:
+            commit(self.tree, *change)
+        self.publish()
+        return self.tree
+
+    def clone(self, name: str = "fresh") -> Path:
+        """Another clone's fork, built from patches/ alone."""
+        other = self.tree.parent.parent / name / "mini"
+        shutil.rmtree(other, ignore_errors=True)
+        self.sync(tree=other)
+        return other
+
+    def teammate(self) -> Path:
+        return teammate(self)
+
+    def publish(self, tree: Path | None = None) -> dict[str, bytes]:
+        """Export `tree` (or the fork) and commit patches/; patches/ as pulled."""
+        self.export(tree)
+        commit_series(self.patches)
+        return self.snapshot()
+
+    def snapshot(self) -> dict[str, bytes]:
+        return snapshot(self.patches)
+
+    def names(self) -> list[str]:
+        """The series' patch files, in order."""
+        return [p.name for p in read_series(self.patches)]
+
+    def follow(self, message: str) -> None:
+        """Run every command line `message` prints, as printed: git in a shell
+        with the person's own git config, the tool's commands here."""
+        for line in message.splitlines():
+            line = line.strip()
+            if line.startswith("python3 -m forktool "):
+                words = line.split("#")[0].split()[3:]
+                if words[0] == "sync":
+                    self.sync(force="--force" in words)
+                elif words == ["export"]:
+                    self.export()
+                else:
+                    raise AssertionError(f"unknown advice: {line}")
+            elif line.startswith("git "):
+                subprocess.run(line, shell=True, check=True)
 
 
 @pytest.fixture
-def workspace(tmp_path, monkeypatch):
-    """This repository (a git checkout holding patches/), a cache holding a
-    verified sdist, and a fork path; git knows the person as PERSON."""
+def workspace(tmp_path, monkeypatch) -> Workspace:
+    """An empty series committed; git knows the person as PERSON."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
     gitconfig = tmp_path / "gitconfig"
-    name, email = PERSON[: PERSON.index(" <")], PERSON[PERSON.index("<") + 1 : -1]
+    name, email = parseaddr(PERSON)
     gitconfig.write_text(f"[user]\n\tname = {name}\n\temail = {email}\n")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
@@ -65,29 +143,12 @@ def workspace(tmp_path, monkeypatch):
     (patches / "series").write_text("# empty\n")
     git(repo, "init", "-q")
     commit_series(patches)
-    return pins, patches, repo / "build" / "mini"
+    return Workspace(pins, patches, repo / "build" / "mini")
 
 
-BASE_FILES = {
-    ".gitignore": "*.so\n*_hip*\n",
-    "PKG-INFO": "Name: mini\n",
-    "mini/rocm_hip.py": "# ignored by .gitignore, shipped anyway\n",
-    "mini/__init__.py": "VALUE = 1\n",
-    "mini/util.py": "def double(x):\n    return 2 * x\n",
-}
-
-
-def sync(workspace, force=False, tree=None, message=MESSAGE, sdist=None) -> str:
-    pins, patches, own = workspace
-    return forktool.sync.sync(
-        tree or own,
-        patches,
-        AUTHOR,
-        message,
-        lambda: fetch(pins, sdist or pins.sdist),
-        GENERATED,
-        force,
-    )
+@pytest.fixture
+def ws(workspace) -> Workspace:
+    return workspace
 
 
 def commit(tree: Path, path: str, text: str, subject: str) -> None:
@@ -97,48 +158,59 @@ def commit(tree: Path, path: str, text: str, subject: str) -> None:
     git(tree, "commit", "-qm", f"{subject}\n\nSigned-off-by: {PERSON}")
 
 
+def commit_message(tree: Path, path: str, text: str, message: str, **env) -> str:
+    """Commit `path` with `message` as written; its short id."""
+    (tree / path).write_text(text)
+    git(tree, "add", path)
+    git(tree, "commit", "-q", "-F", "-", input=message, env=env or None)
+    return git(tree, "rev-parse", "--short", "HEAD").stdout.strip()
+
+
+def authored_by(person: str) -> dict[str, str]:
+    """The environment that makes `person` a commit's author (not committer)."""
+    return {k: v for k, v in identity(person).items() if "AUTHOR" in k}
+
+
 def commit_series(patches: Path) -> None:
     """`git add patches && git commit` in this repository."""
     git(patches, "add", "-A", ".")
     git(patches, "commit", "-q", "--allow-empty", "-m", "Series")
 
 
-def head(tree: Path) -> str:
-    return git(tree, "rev-parse", "HEAD").stdout.strip()
+def head(tree: Path, ref: str = "HEAD") -> str:
+    return git(tree, "rev-parse", ref).stdout.strip()
 
 
 def subjects(tree: Path) -> list[str]:
-    return git(tree, "log", "--reverse", "--format=%s", "base..").stdout.split("\n")[
-        :-1
-    ]
+    return git(tree, "log", "--reverse", "--format=%s", "base..").stdout.splitlines()
 
 
 def snapshot(patches: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(patches.iterdir())}
 
 
+def swap_second_and_third(patches: Path) -> None:
+    """The series file edited by hand: its second and third patches swapped."""
+    series = patches / "series"
+    lines = series.read_text().splitlines()
+    at = [i for i, line in enumerate(lines) if line.endswith(".patch")]
+    lines[at[1]], lines[at[2]] = lines[at[2]], lines[at[1]]
+    series.write_text("\n".join(lines) + "\n")
+
+
+def trees(tree: Path) -> list[str]:
+    """The tree id at each commit of the fork, base first."""
+    return git(tree, "log", "--reverse", "--format=%T", "HEAD").stdout.split()
+
+
 def series_of(workspace, *changes: tuple[str, str, str]) -> Path:
-    """Sync the fork, commit `changes` (path, text, subject), export, commit."""
-    _, patches, tree = workspace
-    sync(workspace)
-    for change in changes:
-        commit(tree, *change)
-    export(tree, patches)
-    commit_series(patches)
-    return tree
-
-
-THREE = [
-    ("mini/__init__.py", "VALUE = 2\n", "[Core] First"),
-    ("mini/util.py", "def double(x):\n    return x * 2\n", "[Core] Second"),
-    ("mini/extra.py", "EXTRA = 1\n", "[Core] Third"),
-]
+    return Workspace(*workspace).series_of(*changes)
 
 
 def teammate(workspace) -> Path:
     """A second clone's fork of the same series (after `git pull`)."""
     other = workspace[2].parent.parent / "teammate" / "mini"
-    sync(workspace, tree=other)
+    Workspace(*workspace).sync(tree=other)
     return other
 
 
@@ -147,26 +219,29 @@ def edit_series(tree: Path, script: str) -> None:
     git(tree, "rebase", "-q", "-i", "base", env={"GIT_SEQUENCE_EDITOR": script})
 
 
-def head_of(tree: Path, ref: str) -> str:
-    return git(tree, "rev-parse", ref).stdout.strip()
+def amend(tree: Path, n: int, path: str | None, text: str) -> None:
+    """`git rebase -i`, `edit` of patch `n`: `text` in `path`, or as its message."""
+    edit_series(tree, f"sed -i {n}s/^pick/edit/")
+    if path:
+        (tree / path).write_text(text)
+        git(tree, "commit", "-q", "--amend", "--no-edit", "-a")
+    else:
+        git(tree, "commit", "-q", "--amend", "-m", text)
+    git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
 
 
-def follow(workspace, message: str) -> None:
-    """Run every command line `message` prints, as printed: git in a shell
-    with the person's own git config, the tool's commands on `workspace`."""
-    _, patches, tree = workspace
-    for line in message.splitlines():
-        line = line.strip()
-        if line.startswith("python3 -m forktool "):
-            words = line.split("#")[0].split()[3:]
-            if words[0] == "sync":
-                sync(workspace, force="--force" in words)
-            elif words == ["export"]:
-                export(tree, patches)
-            else:
-                raise AssertionError(f"unknown advice: {line}")
-        elif line.startswith("git "):
-            subprocess.run(line, shell=True, check=True)
+def change_second(tree: Path, body: str) -> None:
+    amend(tree, 2, "mini/util.py", body)
+
+
+def reword_third(tree: Path) -> None:
+    amend(tree, 3, None, f"[Core] Third, reworded\n\nSigned-off-by: {PERSON}")
+
+
+def teammate_changes_second(workspace) -> dict[str, bytes]:
+    theirs = teammate(workspace)
+    change_second(theirs, THEIRS)
+    return workspace.publish(theirs)
 
 
 def trailers(tree: Path) -> dict[str, list[str]]:
@@ -179,31 +254,6 @@ def trailers(tree: Path) -> dict[str, list[str]]:
     return found
 
 
-def fresh_clone(workspace, name: str = "fresh") -> Path:
-    """Another clone's fork, built from patches/ alone."""
-    other = workspace[2].parent.parent / name / "mini"
-    shutil.rmtree(other, ignore_errors=True)
-    sync(workspace, tree=other)
-    return other
-
-
-def reword_second(tree: Path, body: str) -> None:
-    """`git rebase -i`, `reword` of THREE's second patch: a new message."""
-    edit_series(tree, "sed -i 2s/^pick/edit/")
-    git(tree, "commit", "-q", "--amend", "-m", body)
-    git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
-
-
-def backed_up(tree: Path) -> str:
-    """The subjects on the fork's backup branches."""
-    return git(tree, "log", "--format=%s", "--branches=backup/").stdout
-
-
-def trees(tree: Path) -> list[str]:
-    """The tree id at each commit of the fork, base first."""
-    return git(tree, "log", "--reverse", "--format=%T", "HEAD").stdout.split()
-
-
 def refusal(command) -> ForkToolError:
     with pytest.raises(ForkToolError) as excinfo:
         command()
@@ -211,40 +261,9 @@ def refusal(command) -> ForkToolError:
     return excinfo.value
 
 
-def commit_message(tree: Path, path: str, text: str, message: str, **env) -> str:
-    """Commit `path` with `message` as written; its short id."""
-    (tree / path).write_text(text)
-    git(tree, "add", path)
-    git(tree, "commit", "-q", "-F", "-", input=message, env=env or None)
-    return git(tree, "rev-parse", "--short", "HEAD").stdout.strip()
-
-
 def refused(command) -> str:
     return str(refusal(command))
 
 
-def reword_third(tree: Path) -> None:
-    """Reword patch 3's subject in `tree`, its code as it was."""
-    edit_series(tree, "sed -i 3s/^pick/edit/")
-    git(tree, "commit", "-q", "--amend", "-m",
-             f"[Core] Third, reworded\n\nSigned-off-by: {PERSON}")  # fmt: skip
-    git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
-
-
-def change_second(tree: Path, body: str) -> None:
-    """Amend the second of THREE's patches in place (rebase -i, `edit`)."""
-    edit_series(tree, "sed -i 2s/^pick/edit/")
-    (tree / "mini/util.py").write_text(body)
-    git(tree, "commit", "-q", "--amend", "--no-edit", "-a")
-    git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
-
-
-def teammate_changes_second(workspace) -> dict[str, bytes]:
-    """A teammate amends THREE's second patch and commits the series; return
-    patches/ as pulled."""
-    patches = workspace[1]
-    theirs = teammate(workspace)
-    change_second(theirs, "def double(x):\n    return x + x  # theirs\n")
-    export(theirs, patches)
-    commit_series(patches)
-    return snapshot(patches)
+def clean(tree: Path) -> bool:
+    return git(tree, "status", "--porcelain").stdout == ""

@@ -1,6 +1,5 @@
-"""The PR kit's apply-to-vllm.sh on synthetic upstream clones: the release
-itself, a main where the touched file moved and changed elsewhere (3-way
-merges apply it), and a main where a hunk conflicts."""
+"""The PR kit's apply-to-vllm.sh on synthetic upstream clones: the release,
+a main where the file moved or changed (3-way merges apply it), a conflict."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +47,7 @@ def new_repo(path: Path, tag: str) -> Path:
 def kit(tmp_path) -> Path:
     """The kit of a two-patch series that edits pkg/core.py twice."""
     fork = new_repo(tmp_path / "fork", "base")
-    core = BASE["pkg/core.py"].replace("return False", "return True")
+    core = CORE.replace("return False", "return True")
     commit(fork, {"pkg/core.py": core}, "[Core] Keep zeroing")
     more = {"pkg/core.py": core + "\n\ndef more():\n    return 2\n"}  # at the end
     commit(fork, {**more, "tests/test_core.py": "def test(): pass\n"}, "[Test] More")
@@ -77,72 +77,64 @@ def state(clone: Path) -> str:
     )
 
 
-def test_applies_as_is_on_the_release_and_names_the_tests(kit, tmp_path):
+AS_IS, MERGED = "applied as is", "applied with a 3-way merge"
+MOVED = "# Moved.\n" + CORE.replace("return 3\n", "return 30\n")
+# main's change since the release, the ref, how each patch applies, the file
+# that holds the series' change, what of main's change it keeps
+MAIN: dict[str, Any] = {
+    "the release": ({"pkg/core.py": "ZERO = None\n"}, "v0.1", (AS_IS, AS_IS),
+                    "pkg/core.py", []),
+    "core.py moved and changed": (
+        {"pkg/core.py": None, "pkg/engine/core.py": MOVED},
+        "main", (MERGED, MERGED), "pkg/engine/core.py", ["return 30\n"]),
+    # The second patch's context changed: its merge needs the file as the first
+    # patch left it in the fork, which only the kit's preimages.pack has.
+    "the last helper changed": (
+        {"pkg/core.py": CORE.replace("\ndef helper_7", "# Seven.\ndef helper_7")},
+        "main", (AS_IS, MERGED), "pkg/core.py", ["# Seven.\n"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("main", MAIN)
+def test_the_series_applies_on_a_new_branch_and_names_its_tests(kit, tmp_path, main):
+    change, ref, how, path, kept = MAIN[main]
     upstream = new_repo(tmp_path / "vllm", "v0.1")
-    commit(upstream, {"pkg/core.py": "ZERO = None\n"}, "later work on main")
-
-    done = run_script(kit, upstream)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "0001-Core-Keep-zeroing.patch: applied as is" in done.stdout
-    assert "0002-Test-More.patch: applied as is" in done.stdout
-    assert f"applied 2 patches on the new branch {BRANCH} (from v0.1)" in done.stdout
-    assert "python -m pytest tests/test_core.py -k 'zero or more'" in done.stdout
-    assert git(upstream, "log", "-1", "--format=%s").stdout.strip() == "[Test] More"
-    assert "return True" in (upstream / "pkg/core.py").read_text()
-
-
-def test_three_way_merges_apply_it_where_the_file_moved(kit, tmp_path):
-    upstream = new_repo(tmp_path / "vllm", "v0.1")
-    moved = "# Moved.\n" + BASE["pkg/core.py"].replace("return 3\n", "return 30\n")
-    commit(
-        upstream,
-        {"pkg/core.py": None, "pkg/engine/core.py": moved},
-        "main moves and edits core.py",
-    )
-    done = run_script(kit, upstream, "main")
+    commit(upstream, change, "later work on main")
+    done = run_script(kit, upstream, *(["main"] if ref == "main" else []))
     print(done.stdout)  # the closing note shows this output
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "0001-Core-Keep-zeroing.patch: applied with a 3-way merge" in done.stdout
-    assert "0002-Test-More.patch: applied with a 3-way merge" in done.stdout
+    assert f"0001-Core-Keep-zeroing.patch: {how[0]}\n" in done.stdout
+    assert f"0002-Test-More.patch: {how[1]}\n" in done.stdout
+    assert f"applied 2 patches on the new branch {BRANCH} (from {ref})" in done.stdout
     assert "The series' regression tests" in done.stdout
-    core = (upstream / "pkg/engine/core.py").read_text()
-    assert core.startswith("# Moved.\n") and "return 30\n" in core
+    assert "python -m pytest tests/test_core.py -k 'zero or more'" in done.stdout
+    core = (upstream / path).read_text()
     assert "return True" in core and "def more():" in core
-    assert not (upstream / "pkg/core.py").exists()
+    assert all(text in core for text in kept)
+    on_main = core.startswith(change[path].splitlines()[0])  # main's, not v0.1's
+    assert on_main == (ref == "main")
+    assert (upstream / "pkg/core.py").exists() == (path == "pkg/core.py")
     assert git(upstream, "status", "--porcelain").stdout == ""
     assert git(upstream, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip() == BRANCH
-    assert git(upstream, "log", "-1", "--format=%s", "main").stdout.startswith("main")
+    assert git(upstream, "log", "-1", "--format=%s").stdout.strip() == "[Test] More"
+    assert git(upstream, "log", "-1", "--format=%s", "main").stdout.startswith("later")
 
 
-def test_a_later_patch_merges_from_the_blobs_the_kit_carries(kit, tmp_path):
-    # The first patch applies as is; the second's context changed at main,
-    # so its merge needs the file as the first patch left it in the fork,
-    # which only the kit's preimages.pack has.
+@pytest.fixture
+def stopped(kit, tmp_path) -> tuple[Path, str, str]:
+    """The script stopped where main changed patch 1's line: clone, before, out."""
     upstream = new_repo(tmp_path / "vllm", "v0.1")
-    core = BASE["pkg/core.py"].replace("\ndef helper_7", "# Seven.\ndef helper_7")
-    commit(upstream, {"pkg/core.py": core}, "main edits the last helper")
-    done = run_script(kit, upstream, "main")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "0001-Core-Keep-zeroing.patch: applied as is" in done.stdout
-    assert "0002-Test-More.patch: applied with a 3-way merge" in done.stdout
-    core = (upstream / "pkg/core.py").read_text()
-    assert "# Seven.\n" in core and "return True" in core and "def more" in core
-
-
-def conflicting(tmp_path: Path) -> Path:
-    upstream = new_repo(tmp_path / "vllm", "v0.1")
-    core = BASE["pkg/core.py"].replace("return False", "return None")
+    core = CORE.replace("return False", "return None")
     commit(upstream, {"pkg/core.py": core}, "main changes the same line")
     git(upstream, "checkout", "-q", "-b", "mine")
-    return upstream
-
-
-def test_a_conflict_stops_with_the_commands_to_abort(kit, tmp_path):
-    upstream = conflicting(tmp_path)
     before = state(upstream)
-    stopped = run_script(kit, upstream, "main")
-    assert stopped.returncode == 1
-    out = stopped.stdout
+    done = run_script(kit, upstream, "main")
+    assert done.returncode == 1
+    return upstream, before, done.stdout
+
+
+def test_a_conflict_stops_with_the_commands_to_abort(stopped):
+    upstream, before, out = stopped
     assert "0001-Core-Keep-zeroing.patch: stopped" in out
     assert "conflicting files: pkg/core.py" in out
     assert "not applied yet: 2 of 2 patches" in out
@@ -150,15 +142,13 @@ def test_a_conflict_stops_with_the_commands_to_abort(kit, tmp_path):
     abort = f"git am --abort && git checkout -q mine && git branch -D {BRANCH}"
     assert abort in out
     assert git(upstream, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip() == BRANCH
-
     subprocess.run(abort, shell=True, cwd=upstream, check=True, capture_output=True)
     assert state(upstream) == before
 
 
-def test_after_a_conflict_git_am_continue_applies_the_rest(kit, tmp_path):
-    upstream = conflicting(tmp_path)
-    assert run_script(kit, upstream, "main").returncode == 1
-    resolved = BASE["pkg/core.py"].replace("return False", "return True")
+def test_after_a_conflict_git_am_continue_applies_the_rest(stopped):
+    upstream = stopped[0]
+    resolved = CORE.replace("return False", "return True")
     (upstream / "pkg/core.py").write_text(resolved)
     git(upstream, "add", "pkg/core.py")
     git(upstream, "am", "--continue", env=identity(USER))

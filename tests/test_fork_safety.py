@@ -1,186 +1,245 @@
-"""Issue 18 on the synthetic base: every sync and export verified, and every
-command the tool prints followed literally (`follow`), checking that no
-patch is lost, none duplicated and nobody else's sign-off changed."""
+"""Work only the fork holds (uncommitted, unexported, a stopped git operation,
+commits off its branch or no patch can hold) is refused, kept, and saved by
+the advice followed as printed."""
 
 from __future__ import annotations
 
-import os
+import re
 import shutil
 import subprocess
-from pathlib import Path
 
+import pytest
 from fork_fixture import (
+    LOCAL,
+    MINE,
     PERSON,
+    SUBJECTS,
     THREE,
+    change_second,
     commit,
     commit_series,
-    follow,
-    fresh_clone,
+    edit_series,
+    git,
+    head,
     refusal,
     refused,
-    series_of,
-    snapshot,
+    reword_third,
     subjects,
-    sync,
-    trailers,
+    trees,
 )
 
-from forktool.check_runs import all_checks
-from forktool.export import export
-from forktool.git import git
-from forktool.tool_checks import EXPORT_CHECK
 
-TRIPLE = "def double(x):\n    return 2 * x\n\n\ndef triple(x):\n    return 3 * x\n"
-
-
-def test_a_patch_whose_hunk_header_counts_too_few_lines_is_refused(workspace):
-    _, patches, tree = workspace
-    series_of(workspace, THREE[0], ("mini/util.py", TRIPLE, "[Core] Triple"))
-    bad = patches / "0002-Core-Triple.patch"
-    bad.write_text(bad.read_text().replace("@@ -1,2 +1,6 @@", "@@ -1,2 +1,4 @@"))
-    commit_series(patches)
-    shutil.rmtree(tree)
-    message = refused(lambda: sync(workspace))
-    assert "patch 2 of 2 in the series applied other content than it names" in message
-    assert "0002-Core-Triple.patch" in message and "mini/util.py: became" in message
-    assert subjects(tree) == ["[Core] First"]
-    assert git(tree, "status", "--porcelain").stdout == ""
+@pytest.mark.parametrize("path", ["mini/util.py", "NOTES.txt"])
+def test_uncommitted_changes_are_refused_and_the_advised_stash_keeps_them(ws, path):
+    ws.series_of(THREE[0])
+    (ws.tree / path).write_text("mine\n")
+    message = refused(ws.sync)
+    assert "uncommitted changes" in message and (ws.tree / path).read_text() == "mine\n"
+    advised = re.search(r"`(git -C \S+ stash -u)`", message)  # -u: untracked too
+    assert advised, message
+    subprocess.run(advised.group(1), shell=True, check=True)
+    assert "up to date" in ws.sync()
+    git(ws.tree, "stash", "pop")
+    assert (ws.tree / path).read_text() == "mine\n"
 
 
-def test_a_commit_message_that_git_am_reads_as_a_diff_is_not_exported(workspace):
-    _, patches, tree = workspace
-    series_of(workspace, THREE[0])
-    before = snapshot(patches)
-    fake = (
-        "Example:\n---\ndiff --git a/mini/util.py b/mini/util.py\n"
-        "--- a/mini/util.py\n+++ b/mini/util.py\n@@ -1 +1 @@\n"
-        "-def double(x):\n+def triple(x):\n"
-    )
-    (tree / "mini/extra.py").write_text("EXTRA = 1\n")
-    git(tree, "add", "mini/extra.py")
-    git(tree, "commit", "-qm", f"[Core] Extra\n\n{fake}\nSigned-off-by: {PERSON}")
-    error = refusal(lambda: export(tree, patches))
-    assert "do not rebuild" in str(error)
-    assert "mini/util.py" in str(error)
-    assert snapshot(patches) == before
+LOCAL_WORK = {  # work in the fork, how sync names it, what export says it saves
+    "a new commit": (
+        lambda tree: commit(tree, *LOCAL), "0004-Core-Local.patch: only in the fork",
+        "(1 written, 0 removed)\n  0004-Core-Local.patch: only in the fork"),
+    "a changed patch": (
+        lambda tree: change_second(tree, MINE),
+        "0002-Core-Second.patch: changed in the fork",
+        "(1 written, 0 removed)\n  0002-Core-Second.patch: changed in the fork"),
+    "a reordered series": (
+        lambda tree: edit_series(tree, "sed -i -n '1h;1!p;${g;p}'"),  # first last
+        "(order): reordered in the fork",
+        "0001-Core-First.patch -> 0003-Core-First.patch: renumbered"),
+    "a reworded subject": (
+        reword_third, "0003-Core-Third.patch: changed in the fork",
+        "0003-Core-Third-reworded.patch: changed in the fork\n  0003-Core-Third.patch"
+        " -> 0003-Core-Third-reworded.patch: its subject changed"),
+}  # fmt: skip
 
 
-def test_a_merge_commit_is_refused_and_the_advice_linearises_it(workspace):
-    _, patches, tree = workspace
-    series_of(workspace, *THREE[:2])
-    before = snapshot(patches)
-    git(tree, "checkout", "-q", "-b", "side", "HEAD~1")
-    commit(tree, "mini/util.py", "def double(x):\n    return x + x\n", "[Core] Side")
-    git(tree, "checkout", "-q", "main")
-    assert git(tree, "merge", "-q", "side", check=False).returncode
+@pytest.mark.parametrize("work", LOCAL_WORK)
+def test_sync_refuses_local_work_and_export_saves_it(ws, work):
+    ws.series_of(*THREE)
+    make, named, saved = LOCAL_WORK[work]
+    make(ws.tree)
+    mine = head(ws.tree)
+    error = refusal(ws.sync)
+    assert error.status == 1  # a refusal, not a conflict to resolve
+    assert f"{ws.tree} has work the series lacks:\n  {named}" in str(error)
+    assert "Save it with `python3 -m forktool export`" in str(error)
+    assert head(ws.tree) == mine
+    message = ws.export()
+    assert saved in message
+    assert "removed from the series" not in message
+    commit_series(ws.patches)
+    assert "up to date" in ws.sync()
+    assert trees(ws.clone()) == trees(ws.tree)
+
+
+def test_sync_force_keeps_local_work_on_a_backup_branch(ws):
+    ws.sync()
+    commit(ws.tree, "mini/__init__.py", "VALUE = 3\n", "Local work")
+    mine = head(ws.tree)
+    backup = ws.sync(force=True).rsplit("branch ", 1)[1]
+    assert head(ws.tree, backup) == mine
+    assert (ws.tree / "mini" / "__init__.py").read_text() == "VALUE = 1\n"
+
+
+STOPPED = {  # the operation, what the refusal calls it, its finish, its abort
+    "rebase -i": ("an interactive rebase (`git rebase -i`)", "rebase --continue",
+                  "rebase --abort"),
+    "cherry-pick": ("a `git cherry-pick`", "cherry-pick --continue",
+                    "cherry-pick --abort"),
+    "merge": ("a merge", "commit", "merge --abort"),
+    "am": ("a `git am`", "am --continue", "am --abort"),
+    "revert": ("a `git revert`", "revert --continue", "revert --abort"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("operation", STOPPED)
+def test_a_git_operation_in_progress_is_refused_and_nothing_is_lost(ws, operation):
+    ws.series_of(*THREE)
+    exported = ws.snapshot()
+    what, finish, abort = STOPPED[operation]
+    if operation == "rebase -i":
+        edit_series(ws.tree, "sed -i 2s/^pick/edit/")  # stops at patch 2
+    else:  # each stops at a conflict with a side branch
+        git(ws.tree, "checkout", "-q", "-b", "side", "base")
+        commit(ws.tree, "mini/util.py", "def double(x):\n    return x + x\n", "[A] B")
+        git(ws.tree, "checkout", "-q", "main")
+        side = git(ws.tree, "format-patch", "-1", "side", "-o", "../am").stdout.strip()
+        args = {"am": ["am", side], "revert": ["revert", "--no-edit", "side"]}
+        stop = args.get(operation, [operation, "side"])
+        assert git(ws.tree, *stop, check=False).returncode != 0
+    for command in (ws.export, ws.sync):
+        message = refused(command)
+        assert f"{ws.tree} is in the middle of {what}; `" in message
+        assert f"then `git -C {ws.tree} {finish}`" in message
+        assert f"where it started: `git -C {ws.tree} {abort}`" in message
+    assert ws.snapshot() == exported
+    git(ws.tree, *(finish if operation == "rebase -i" else abort).split())
+    assert "0 written, 0 removed" in ws.export()
+    assert ws.snapshot() == exported
+
+
+OFF_BRANCH = {  # how the fork left main, whether it commits there, the refusal
+    "a detached HEAD": (["HEAD~1"], False, "a detached HEAD ("),
+    "a commit on a detached HEAD": (["HEAD~1"], True, "a detached HEAD ("),
+    "a branch": (["-b", "feature"], True, "branch feature,"),
+}
+
+
+@pytest.mark.parametrize("where", OFF_BRANCH)
+def test_a_fork_off_its_branch_is_named_and_the_advice_keeps_its_commits(ws, where):
+    ws.series_of(*THREE)
+    before = ws.snapshot()
+    checkout, commits, named = OFF_BRANCH[where]
+    git(ws.tree, "checkout", "-q", *checkout)
+    if commits:
+        commit(ws.tree, "mini/feature.py", "F = 1\n", "[Core] Feature")
+    at = head(ws.tree)
+    kept = "feature" if where == "a branch" else f"kept-{at[:12]}"
+    for command in (ws.sync, ws.export):
+        message = refused(command)
+        assert f"{ws.tree} is on {named}" in message
+        assert "not on its branch `main`" in message
+        assert f"git -C {ws.tree} checkout main" in message
+        assert (f"branch {kept} {at[:12]}" in message) == (
+            where == "a commit on a detached HEAD"
+        )
+    assert ws.snapshot() == before and head(ws.tree) == at
+    ws.follow(message)
+    assert subjects(ws.tree) == SUBJECTS
+    assert "is what export writes (3 patches)" in ws.export(check=True)
+    if commits:
+        assert head(ws.tree, kept) == at
+
+
+def test_a_merge_commit_is_refused_and_the_advice_linearises_it(ws):
+    ws.series_of(*THREE[:2])
+    before = ws.snapshot()
+    git(ws.tree, "checkout", "-q", "-b", "side", "HEAD~1")
+    commit(ws.tree, "mini/util.py", "def double(x):\n    return x + x\n", "[Core] Side")
+    git(ws.tree, "checkout", "-q", "main")
+    assert git(ws.tree, "merge", "-q", "side", check=False).returncode
     resolved = "def double(x):\n    return x * 2  # resolved\n"
-    (tree / "mini/util.py").write_text(resolved)
-    git(tree, "commit", "-qam", "Merge side")
-    for command in (lambda: export(tree, patches), lambda: sync(workspace)):
+    (ws.tree / "mini/util.py").write_text(resolved)
+    git(ws.tree, "commit", "-qam", "Merge side")
+    for command in (ws.export, ws.sync):
         message = refused(command)
         assert "merge " in message and "its resolution would be in no patch" in message
-    assert snapshot(patches) == before
-    # Follow it: the rebase stops at the conflict the merge had resolved.
+    assert ws.snapshot() == before
+    # Followed: the rebase stops at the conflict the merge had resolved.
     line = next(x for x in message.splitlines() if " rebase base" in x)
     assert subprocess.run(line, shell=True).returncode != 0
-    (tree / "mini/util.py").write_text(resolved)
-    git(tree, "add", "mini/util.py")
-    git(tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
-    assert "3 patches" in export(tree, patches)
-    commit_series(patches)
-    other = fresh_clone(workspace)
+    (ws.tree / "mini/util.py").write_text(resolved)
+    git(ws.tree, "add", "mini/util.py")
+    git(ws.tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    assert "3 patches" in ws.export()
+    commit_series(ws.patches)
+    other = ws.clone()
     assert (other / "mini/util.py").read_text() == resolved
     assert subjects(other) == ["[Core] First", "[Core] Second", "[Core] Side"]
 
 
-def test_an_empty_commit_is_refused_and_the_advice_drops_it(workspace):
-    _, patches, tree = workspace
-    series_of(workspace, THREE[0])
-    git(tree, "commit", "-q", "--allow-empty", "-m", f"[Core] Nothing\n\n"
-             f"Signed-off-by: {PERSON}")  # fmt: skip
+def empty_commit(tree):
+    git(tree, "commit", "-q", "--allow-empty", "-m",
+        f"[Core] Nothing\n\nSigned-off-by: {PERSON}")  # fmt: skip
     commit(tree, *THREE[2])
-    message = refused(lambda: export(tree, patches))
-    assert "empty " in message and "[Core] Nothing" in message
-    follow(workspace, message)
-    assert subjects(tree) == ["[Core] First", "[Core] Third"]
-    assert [p.name for p in sorted(patches.glob("*.patch"))] == [
-        "0001-Core-First.patch",
-        "0002-Core-Third.patch",
-    ]
-    assert all(p.stat().st_size for p in patches.glob("*.patch"))
 
 
-def test_export_check_names_stale_patches_and_writes_nothing(workspace):
-    _, patches, tree = workspace
-    series_of(workspace, *THREE)
-    assert "is what export writes (3 patches)" in export(tree, patches, check=True)
-    stale = patches / "0002-Core-Second.patch"
-    stale.write_text(stale.read_text().replace("@@ -1,2 +1,2 @@", "@@ -3,2 +3,2 @@"))
-    before = snapshot(patches)
-    assert "up to date" in sync(workspace)  # git patch-id ignores line numbers
-    error = refusal(lambda: export(tree, patches, check=True))
-    assert "(1 differ)" in str(error)
-    assert "0002-Core-Second.patch: the same change, rewritten" in str(error)
-    assert snapshot(patches) == before
-    assert EXPORT_CHECK in all_checks() and EXPORT_CHECK.gates_test
+def fixup_commit(tree):
+    (tree / "mini/__init__.py").write_text("VALUE = 3\n")
+    git(tree, "commit", "-q", "-a", "--fixup=HEAD~1")
 
 
-def test_signing_and_hooks_of_the_user_leave_the_tools_commits_alone(
-    workspace, tmp_path, monkeypatch
-):
-    _, patches, tree = workspace
-    series_of(workspace, *THREE)
-    ids = git(fresh_clone(workspace, "plain"), "log", "--format=%H").stdout
-    hooks = tmp_path / "hooks"
-    hooks.mkdir()
-    for hook in ("pre-commit", "commit-msg", "applypatch-msg", "post-checkout"):
-        (hooks / hook).write_text('#!/bin/sh\necho hooked >> "$1"\nexit 1\n')
-        (hooks / hook).chmod(0o755)
-    config = Path(os.environ["GIT_CONFIG_GLOBAL"])
-    config.write_text(
-        config.read_text() + "[commit]\n\tgpgsign = true\n[gpg]\n\tprogram = false\n"
-        f"[core]\n\thooksPath = {hooks}\n[init]\n\ttemplateDir = {tmp_path}\n"
-        "[am]\n\tmessageid = true\n"
-    )
-    other = fresh_clone(workspace)
-    assert git(other, "log", "--format=%H").stdout == ids
-    # People's own commits keep their settings: their hooks, their signing.
-    (other / "mini/extra.py").write_text("EXTRA = 2\n")
-    own = ["git", "-C", str(other), "commit", "-qam", "mine"]
-    hooked = subprocess.run(own, capture_output=True)
-    assert hooked.returncode != 0 and b"hooks/pre-commit" in hooked.stderr
-    signed = subprocess.run([*own, "--no-verify"], capture_output=True)
-    assert signed.returncode != 0 and b"gpg" in signed.stderr
+NO_PATCH = {  # the series, a commit no patch can hold, the refusal, the fork after
+    "an empty commit": (THREE[:1], empty_commit, ["empty ", "[Core] Nothing"],
+                        ["First", "Third"], ("0002-Core-Third.patch", "EXTRA = 1")),
+    "a fixup commit": (THREE[:2], fixup_commit, ["fixup! [Core] First", "--autosquash"],
+                       ["First", "Second"], ("0001-Core-First.patch", "VALUE = 3")),
+}  # fmt: skip
 
 
-def test_export_warns_about_two_patches_with_one_subject(workspace):
-    _, patches, tree = workspace
-    series_of(workspace, *THREE[:2])
-    commit(tree, "mini/util.py", "def double(x):\n    return x * 2  # again\n",
-           "[Core] Second")  # fmt: skip
-    message = export(tree, patches)
-    print(message)
-    assert "0002-Core-Second.patch and 0003-Core-Second.patch have one subject" in (
-        message
-    )
+@pytest.mark.parametrize("case", NO_PATCH)
+def test_a_commit_no_patch_can_hold_is_refused_and_the_advice_removes_it(ws, case):
+    exported, make, said, after, (name, kept) = NO_PATCH[case]
+    ws.series_of(*exported)
+    before = ws.snapshot()
+    make(ws.tree)
+    message = refused(ws.export)
+    assert all(s in message for s in said), message
+    assert ws.snapshot() == before
+    ws.follow(message)
+    assert subjects(ws.tree) == [f"[Core] {s}" for s in after]
+    assert ws.names() == [f"{i:04}-Core-{s}.patch" for i, s in enumerate(after, 1)]
+    assert all((ws.patches / n).stat().st_size for n in ws.names())
+    assert kept in (ws.patches / name).read_text()
 
 
-def test_sign_off_advice_signs_only_the_commits_that_lack_it(workspace):
-    _, patches, tree = workspace
-    series_of(workspace, *THREE[:2])
-    (tree / "README").write_text("readme\n")
-    git(tree, "add", "README")
-    git(tree, "commit", "-qm", "[Doc] Readme")
-    commit(tree, *THREE[2])
-    before = trailers(tree)
-    message = export(tree, patches)
-    print(message)
-    assert "0003-Doc-Readme.patch: no `Signed-off-by" in message
-    follow(workspace, message)
-    after = trailers(tree)
-    assert after["[Doc] Readme"] == [f"Signed-off-by: {PERSON}"]
-    assert {s: after[s] for s in before if s != "[Doc] Readme"} == {
-        s: v for s, v in before.items() if s != "[Doc] Readme"
-    }
-    assert "Signed-off-by" not in export(tree, patches)
-    assert len(list(patches.glob("*.patch"))) == 4
+@pytest.mark.parametrize(
+    "where, why",
+    [("uncommitted", "not committed in this repository"),
+     ("outside git", "is not in a git checkout, so nothing there is committed")],
+)  # fmt: skip
+def test_export_refuses_to_delete_a_patch_file_git_could_not_give_back(ws, where, why):
+    ws.sync()
+    for change in THREE:
+        commit(ws.tree, *change)
+    ws.export()  # not committed in this repository yet
+    if where == "outside git":
+        shutil.rmtree(ws.patches.parent / ".git")
+    exported = ws.snapshot()
+    git(ws.tree, "reset", "-q", "--hard", "HEAD~1")  # drop the third patch
+    message = refused(ws.export)
+    assert "0003-Core-Third.patch (export would delete it)" in message
+    assert why in message and ws.snapshot() == exported
+    if where == "uncommitted":
+        commit_series(ws.patches)  # now the file is in this repository's history
+        assert "1 removed" in ws.export()
+        assert not (ws.patches / "0003-Core-Third.patch").exists()

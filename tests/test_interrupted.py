@@ -1,66 +1,62 @@
-"""A sync or export stopped part way (Ctrl-C in `git am`, a kill while the
-fork moves) leaves the fork as it was or as the command made it."""
+"""A command stopped part way (Ctrl-C in `git am`, a kill while the fork
+moves) leaves the fork as it was or as it made it; a second command waits for
+the clone's lock, then refuses naming the first, or takes a dead one's over."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+import time
 
 import pytest
-from fork_fixture import (
-    PERSON,
-    THREE,
-    commit,
-    series_of,
-    subjects,
-    sync,
-)
+from fork_fixture import SUBJECTS, THREE, clean, commit, git, head, subjects
 
-from forktool import journal
+from forktool import clone_lock, journal
 from forktool.errors import ForkToolError
-from forktool.export import export
-from forktool.git import git
+from forktool.layout import REPO
+
+BACKED_UP = ["log", "--format=%s", "--branches=backup/"]
 
 
-def _interrupt_third_am(monkeypatch):
-    """Ctrl-C inside the am of the third patch, after it began its file."""
-    real = git
+@pytest.mark.parametrize("fork", ["an existing fork", "no fork yet"])
+def test_a_sync_stopped_in_git_am_leaves_the_fork_as_it_was(ws, monkeypatch, fork):
+    ws.series_of(*THREE)
+    existing = fork == "an existing fork"
+    if existing:
+        commit(ws.tree, "LOCAL.md", "x\n", "[Doc] Local")
+        before = head(ws.tree)
+    else:
+        shutil.rmtree(ws.tree)
 
     def interrupted(repo, *args, **kwargs):
+        """Ctrl-C inside the am of the third patch, after it began its file."""
         if args[:1] == ("am",) and args[-1].endswith("0003-Core-Third.patch"):
             (repo / "mini/extra.py").write_text("EXTRA =")
-            real(repo, *args, check=False)  # stops: the file is in the way
+            git(repo, *args, check=False)  # stops: the file is in the way
             raise KeyboardInterrupt
-        return real(repo, *args, **kwargs)
+        return git(repo, *args, **kwargs)
 
-    monkeypatch.setattr("forktool.am.git", interrupted)
-    return lambda: monkeypatch.setattr("forktool.am.git", real)
-
-
-def test_a_sync_stopped_in_git_am_leaves_the_fork_as_it_was(workspace, monkeypatch):
-    _, patches, tree = workspace
-    series_of(workspace, *THREE)
-    commit(tree, "LOCAL.md", "x\n", "[Doc] Local")
-    before = git(tree, "rev-parse", "HEAD").stdout
-    restore = _interrupt_third_am(monkeypatch)
-    with pytest.raises(KeyboardInterrupt):
-        sync(workspace, force=True)
-    restore()
-    assert git(tree, "rev-parse", "HEAD").stdout == before
-    assert git(tree, "status", "--porcelain").stdout == ""
-    message = sync(workspace, force=True)
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        patched.setattr("forktool.am.git", interrupted)
+        ws.sync(force=existing)
+    if existing:
+        assert head(ws.tree) == before and clean(ws.tree)
+    else:
+        assert not ws.tree.exists()
+    message = ws.sync(force=existing)
     print(message)
-    assert message.startswith("undid an interrupted command")
-    assert subjects(tree) == [c[2] for c in THREE]
-    assert "[Doc] Local" in git(tree, "log", "--format=%s", "--branches=backup/").stdout
-    assert not list(tree.parent.glob(".mini.*"))
+    done = "undid an interrupted command" if existing else "materialised"
+    assert message.startswith(done)
+    assert subjects(ws.tree) == SUBJECTS
+    assert [p.name for p in ws.tree.parent.iterdir()] == ["mini"]
+    assert ("[Doc] Local" in git(ws.tree, *BACKED_UP).stdout) == existing
 
 
-def test_a_sync_killed_while_it_moves_the_fork_is_finished(workspace, monkeypatch):
-    """Killed in the final `git reset --hard`, which leaves git's index.lock:
-    the next command finishes the move, with nothing to remove by hand."""
-    _, patches, tree = workspace
-    series_of(workspace, *THREE)
-    commit(tree, "LOCAL.md", "x\n", "[Doc] Local")
+def test_a_sync_killed_while_it_moves_the_fork_is_finished(ws, monkeypatch):
+    """Killed in its final `git reset --hard` (git's index.lock left): finished."""
+    ws.series_of(*THREE)
+    commit(ws.tree, "LOCAL.md", "x\n", "[Doc] Local")
 
     def killed(fork_tree, move):
         (fork_tree / ".git" / "index.lock").write_text("")
@@ -68,61 +64,89 @@ def test_a_sync_killed_while_it_moves_the_fork_is_finished(workspace, monkeypatc
 
     with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
         patched.setattr(journal, "_finish_sync", killed)
-        sync(workspace, force=True)
-    assert journal.journal_path(tree).exists()
-    message = sync(workspace)
+        ws.sync(force=True)
+    assert journal.journal_path(ws.tree).exists()
+    message = ws.sync()
     assert message.startswith("finished an interrupted sync"), message
-    assert subjects(tree) == [c[2] for c in THREE]
-    assert not (tree / ".git" / "index.lock").exists()
-    assert git(tree, "status", "--porcelain").stdout == ""
-    assert "[Doc] Local" in git(tree, "log", "--format=%s", "--branches=backup/").stdout
+    assert subjects(ws.tree) == SUBJECTS
+    assert not (ws.tree / ".git" / "index.lock").exists() and clean(ws.tree)
+    assert "[Doc] Local" in git(ws.tree, *BACKED_UP).stdout
 
 
-def test_an_export_finished_later_marks_what_it_exported(workspace, monkeypatch):
-    """Killed after its journal, then a commit in the fork: the next command
-    finishes the export, and the later commit stays local work."""
-    _, patches, tree = workspace
-    series_of(workspace, *THREE)
-    commit(tree, "FOUR.md", "4\n", "[Doc] Four")
-    exported = git(tree, "rev-parse", "HEAD").stdout.strip()
+def test_an_export_finished_later_marks_what_it_exported(ws, monkeypatch):
+    """Killed after its journal, then a commit: finished, the commit local work."""
+    ws.series_of(*THREE)
+    commit(ws.tree, "FOUR.md", "4\n", "[Doc] Four")
+    exported = head(ws.tree)
 
     def killed(fork_tree, done):
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
         patched.setattr(journal, "_finish_export", killed)
-        export(tree, patches)
-    commit(tree, "FIVE.md", "5\n", "[Doc] Five")
+        ws.export()
+    commit(ws.tree, "FIVE.md", "5\n", "[Doc] Five")
     with pytest.raises(ForkToolError, match="Five.patch: only in the fork"):
-        sync(workspace)
-    assert (patches / "0004-Doc-Four.patch").exists()
-    synced = git(tree, "rev-parse", "refs/forktool/synced").stdout.strip()
-    assert synced == exported
+        ws.sync()
+    assert (ws.patches / "0004-Doc-Four.patch").exists()
+    assert head(ws.tree, "refs/forktool/synced") == exported
 
 
-def test_a_rebuild_applies_a_pure_rename(workspace):
-    """A rename without a content change has no `index` line; the staging
-    worktree must still check out the file it moves."""
-    _, patches, tree = workspace
-    sync(workspace)
-    git(tree, "mv", "mini/util.py", "mini/helpers.py")
-    git(tree, "commit", "-qm", f"[Misc] Rename\n\nSigned-off-by: {PERSON}")
-    export(tree, patches)
-    commit(tree, "LOCAL.md", "x\n", "[Doc] Local")
-    assert "rebuilt" in sync(workspace, force=True)
-    assert (tree / "mini" / "helpers.py").exists()
-    assert not (tree / "mini" / "util.py").exists()
+HOLD = """
+import sys, time
+from pathlib import Path
+from forktool import clone_lock
+with clone_lock.hold(Path(sys.argv[1]), "sync --force"):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
 
 
-def test_a_first_sync_stopped_in_git_am_leaves_no_fork(workspace, monkeypatch):
-    _, patches, tree = workspace
-    series_of(workspace, *THREE)
-    shutil.rmtree(tree)
-    restore = _interrupt_third_am(monkeypatch)
-    with pytest.raises(KeyboardInterrupt):
-        sync(workspace)
-    restore()
-    assert not tree.exists()
-    assert "materialised" in sync(workspace)
-    assert subjects(tree) == [c[2] for c in THREE]
-    assert [p.name for p in tree.parent.iterdir()] == ["mini"]
+def holder(lock, seconds: float) -> subprocess.Popen:
+    """A process holding `lock` for `seconds`, as `sync --force`."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(lock), str(seconds)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == "held\n"
+    return process
+
+
+def test_a_second_command_waits_then_refuses_naming_the_first(tmp_path):
+    lock = tmp_path / "build" / "forktool.lock"
+    first = holder(lock, 30)
+    try:
+        start = time.monotonic()
+        with pytest.raises(ForkToolError) as refused:
+            with clone_lock.hold(lock, "export", wait=0.5):
+                raise AssertionError("took a held lock")
+        assert time.monotonic() - start >= 0.5
+        said = str(refused.value)
+        assert f"`python3 -m forktool sync --force` (pid {first.pid})" in said
+        assert "changed nothing" in said
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_a_second_command_gets_the_lock_once_the_first_ends(tmp_path):
+    lock = tmp_path / "build" / "forktool.lock"
+    first = holder(lock, 0.5)
+    with clone_lock.hold(lock, "export", wait=10):
+        assert first.wait(timeout=10) == 0  # it ended its block first
+    assert lock.read_text() == ""  # released: nobody named
+
+
+def test_a_killed_holders_lock_is_taken_over_and_said(tmp_path, capsys):
+    lock = tmp_path / "build" / "forktool.lock"
+    first = holder(lock, 30)
+    first.kill()
+    first.wait()
+    fork = tmp_path / "build" / "vllm"  # no fork: nothing to recover
+    with journal.exclusive(lock, fork, "export"):
+        assert f'"pid": {first.pid}' not in lock.read_text()
+    said = capsys.readouterr().err
+    assert f"sync --force` (pid {first.pid}) ended without finishing" in said

@@ -1,34 +1,29 @@
-"""Issue 22 on the synthetic base: commit messages that `git am` reads back
-as written."""
+"""Commit messages: `git am` reads back each one as written, and export names
+every line it would misread, each subject out of style and each missing
+sign-off, with advice that is right when followed."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fork_fixture import (
     PERSON,
     THREE,
-    change_second,
+    authored_by,
     commit,
     commit_message,
     commit_series,
-    follow,
-    fresh_clone,
+    git,
     refused,
-    reword_second,
-    series_of,
-    snapshot,
-    subjects,
-    sync,
-    teammate,
     trailers,
+    trees,
 )
 
-from forktool.errors import ConflictError
-from forktool.export import export
-from forktool.git import git
+OTHER = "Con Tributor <con@example.invalid>"
+ZOE = "Zoë Ångström <zoe@example.invalid>"
 
 
 def message_of(tree: Path, rev: str = "HEAD") -> str:
@@ -41,141 +36,184 @@ TABLE = (
 )
 
 
-MISREAD = {
-    "dashes": ("\n---\n", 3, "ends the message before it"),
-    "a diff's old file": ("\n--- a/mini/x.py\n", 3, "ends the message before it"),
-    "a git diff": ("\ndiff --git a/x.py b/x.py\n", 3, "ends the message before it"),
-    "a plain diff": ("\ndiff -u a b\n", 3, "ends the message before it"),
-    "a CVS diff": ("\nIndex: mini/x.py\n", 3, "ends the message before it"),
+MISREAD = {  # line 3 of a message, what `git am` makes of it
+    "dashes": ("\n---\n", "ends the message before it"),
+    "a diff's old file": ("\n--- a/mini/x.py\n", "ends the message before it"),
+    "a git diff": ("\ndiff --git a/x.py b/x.py\n", "ends the message before it"),
+    "a plain diff": ("\ndiff -u a b\n", "ends the message before it"),
+    "a CVS diff": ("\nIndex: mini/x.py\n", "ends the message before it"),
     "a mail's first line": (
         "\nFrom 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n",
-        3,
         "first line of another mail",
     ),
-    "a From: header first": ("From: Some One <one@example.invalid>\n", 3, "header"),
-    "a Subject: header first": ("subject: Another\n", 3, "mail header"),
-    "a [PATCH] line first": ("[PATCH] Another subject\n", 3, "mail header"),
+    "a From: header first": ("From: Some One <one@example.invalid>\n", "header"),
+    "a Subject: header first": ("subject: Another\n", "mail header"),
+    "a [PATCH] line first": ("[PATCH] Another subject\n", "mail header"),
 }
 
 
-UNICODE = "[Doc] Ångström naïve façade"
-
-
 def test_a_separator_line_is_refused_and_the_advice_keeps_the_whole_message(
-    workspace, monkeypatch
+    ws, monkeypatch
 ):
-    _, patches, tree = workspace
-    series_of(workspace, THREE[0])
-    before = snapshot(patches)
-    short = commit_message(tree, "mini/extra.py", "EXTRA = 1\n", TABLE)
+    ws.series_of(THREE[0])
+    before = ws.snapshot()
+    short = commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", TABLE)
     for check in (True, False):
-        message = refused(lambda c=check: export(tree, patches, check=c))
-        assert f"{short} [Core] Extra, line 5 '---': `git am` ends the message" in (
-            message
-        )
-        assert f"git -C {tree} rebase -i base   # mark {short} `reword`" in message
-    assert snapshot(patches) == before
+        message = refused(lambda c=check: ws.export(check=c))
+        named = f"{short} [Core] Extra, line 5 '---': `git am` ends the message"
+        assert named in message
+        assert f"git -C {ws.tree} rebase -i base   # mark {short} `reword`" in message
+    assert ws.snapshot() == before
     # Followed as it says: `reword` the commit, indent the line by a space.
     monkeypatch.setenv(
         "GIT_SEQUENCE_EDITOR", f"sed -i 's/^pick {short}/reword {short}/'"
     )
     monkeypatch.setenv("GIT_EDITOR", "sed -i 's/^---$/ ---/'")
-    follow(workspace, message)
-    commit_series(patches)
-    other = fresh_clone(workspace)
-    assert message_of(other) == message_of(tree)
-    assert "| a | 1 |" in message_of(other) and f"Signed-off-by: {PERSON}" in (
-        message_of(other)
-    )
-    assert "is what export writes (2 patches)" in export(other, patches, check=True)
+    ws.follow(message)
+    commit_series(ws.patches)
+    other = ws.clone()
+    assert message_of(other) == message_of(ws.tree)
+    assert "| a | 1 |" in message_of(other)
+    assert f"Signed-off-by: {PERSON}" in message_of(other)
+    assert "is what export writes (2 patches)" in ws.export(other, check=True)
 
 
 @pytest.mark.parametrize("case", MISREAD)
 def test_each_line_git_am_misreads_is_named_and_the_proof_catches_it_too(
-    workspace, monkeypatch, case
+    ws, monkeypatch, case
 ):
-    _, patches, tree = workspace
-    series_of(workspace, THREE[0])
-    line, number, what = MISREAD[case]
+    ws.series_of(THREE[0])
+    line, what = MISREAD[case]
     body = f"[Core] Extra\n\n{line}\nAfter it.\n\nSigned-off-by: {PERSON}\n"
-    short = commit_message(tree, "mini/extra.py", "EXTRA = 1\n", body)
+    short = commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", body)
     shown = repr(line.strip("\n"))
-    message = refused(lambda: export(tree, patches))
-    assert f"{short} [Core] Extra, line {number} {shown}: `git am`" in message
+    message = refused(ws.export)
+    assert f"{short} [Core] Extra, line 3 {shown}: `git am`" in message
     assert what in message
     # Without the line check, the proof (`git am`'s reading of each patch
     # file against the commit) refuses it all the same.
     monkeypatch.setattr("forktool.export.misread", lambda commit: [])
-    message = refused(lambda: export(tree, patches))
+    message = refused(ws.export)
     assert "do not rebuild" in message
     assert re.search(r"another message|author|mails from|does not apply", message)
 
 
-def test_a_subject_of_two_lines_is_named(workspace):
-    _, patches, tree = workspace
-    series_of(workspace, THREE[0])
+def test_a_subject_of_two_lines_is_named(ws):
+    ws.series_of(THREE[0])
     body = f"[Core] Extra over\ntwo lines\n\nSigned-off-by: {PERSON}\n"
-    short = commit_message(tree, "mini/extra.py", "EXTRA = 1\n", body)
-    message = refused(lambda: export(tree, patches))
+    short = commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", body)
+    message = refused(ws.export)
     assert f"{short} [Core] Extra over two lines, line 2 'two lines'" in message
 
 
 @pytest.mark.parametrize(
     "line", ["----", " ---", "---  spaced text", "From the docs:", "Index:x"]
 )
-def test_lines_git_am_keeps_are_exported_as_they_are(workspace, line):
-    _, patches, tree = workspace
-    series_of(workspace, THREE[0])
+def test_lines_git_am_keeps_are_exported_as_they_are(ws, line):
+    ws.series_of(THREE[0])
     body = f"[Core] Extra\n\nAbove.\n{line}\nAfter it.\n\nSigned-off-by: {PERSON}\n"
-    commit_message(tree, "mini/extra.py", "EXTRA = 1\n", body)
-    assert "2 patches" in export(tree, patches)
-    commit_series(patches)
-    assert message_of(fresh_clone(workspace)) == message_of(tree)
+    commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", body)
+    assert "2 patches" in ws.export()
+    commit_series(ws.patches)
+    assert message_of(ws.clone()) == message_of(ws.tree)
 
 
-def test_the_proof_compares_the_message_git_am_would_commit(workspace, monkeypatch):
-    _, patches, tree = workspace
-    series_of(workspace, THREE[0])
-    before = snapshot(patches)
+def test_the_proof_compares_the_message_git_am_would_commit(ws, monkeypatch):
+    ws.series_of(THREE[0])
+    before = ws.snapshot()
     body = f"Re: [Core] Extra\n\nWhy.\n\nSigned-off-by: {PERSON}\n"
-    short = commit_message(tree, "mini/extra.py", "EXTRA = 1\n", body)
-    message = refused(lambda: export(tree, patches))
-    assert "do not rebuild" in message and "patch 2, 0002-Re-Core-Extra.patch" in (
-        message
-    )
+    short = commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", body)
+    message = refused(ws.export)
+    assert "do not rebuild" in message
+    assert "patch 2, 0002-Re-Core-Extra.patch" in message
     assert f"another message than {short} Re: [Core] Extra's" in message
-    assert snapshot(patches) == before
+    assert ws.snapshot() == before
 
 
-def test_a_subject_without_its_area_says_how_git_am_keeps_it(workspace):
-    _, patches, tree = workspace
-    sync(workspace)
-    commit(tree, "mini/extra.py", "EXTRA = 1\n", "Contributor tweak")
-    message = export(tree, patches)
+def test_a_subject_without_its_area_says_how_git_am_keeps_it(ws):
+    ws.sync()
+    commit(ws.tree, "mini/extra.py", "EXTRA = 1\n", "Contributor tweak")
+    message = ws.export()
     assert "plain `git am` loses its `[Area]` tag" in message
     assert "`git am --keep-non-patch` keeps it" in message
 
 
-def test_a_non_ascii_subject_changed_on_both_sides_gets_the_fixup_advice(workspace):
-    _, patches, mine = workspace
-    second = ("mini/util.py", "def double(x):\n    return x * 2\n", UNICODE)
-    series_of(workspace, THREE[0], second, THREE[2])
-    assert "=?UTF-8?q?" in (patches / "0002-Doc-ngstr-m-na-ve-fa-ade.patch").read_text()
-    theirs = teammate(workspace)
-    reword_second(theirs, f"{UNICODE}\n\nWhy, reworded.\n\nSigned-off-by: {PERSON}")
-    export(theirs, patches)
-    commit_series(patches)
-    change_second(mine, "def double(x):\n    return x * 2  # mine\n")
-    signed = trailers(mine)
-    with pytest.raises(ConflictError) as excinfo:
-        sync(workspace)
-    message = str(excinfo.value)
+def test_a_message_holding_a_diff_is_not_exported(ws):
+    ws.series_of(THREE[0])
+    before = ws.snapshot()
+    fake = (
+        "Example:\n---\ndiff --git a/mini/util.py b/mini/util.py\n"
+        "--- a/mini/util.py\n+++ b/mini/util.py\n@@ -1 +1 @@\n"
+        "-def double(x):\n+def triple(x):\n"
+    )
+    body = f"[Core] Extra\n\n{fake}\nSigned-off-by: {PERSON}\n"
+    commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", body)
+    message = refused(ws.export)
+    assert "do not rebuild" in message and "mini/util.py" in message
+    assert ws.snapshot() == before
+
+
+def test_a_non_ascii_author_and_message_round_trip(ws):
+    ws.series_of(THREE[0])
+    subject = "[Doc] Ångström grade naïve façade: document KV cache zeroing "
+    subject += "x" * (120 - len(subject))
+    body = f"{subject}\n\n说明：零化 🚀 ✓\n\nSigned-off-by: {ZOE}\n"
+    commit_message(ws.tree, "DOC.md", "Ångström 🚀\n", body, **authored_by(ZOE))
+    ws.publish()
+    written = ws.names()[1]
+    assert written.isascii() and written.startswith("0002-Doc-ngstr-m-")
+    assert "=?UTF-8?q?" in (ws.patches / written).read_text()
+    other = ws.clone()
+    shown = ["log", "-1", "--format=%an <%ae>%n%B"]
+    assert git(other, *shown).stdout == git(ws.tree, *shown).stdout
+    assert git(other, *shown).stdout == f"{ZOE}\n{body}\n"
+    assert trees(other) == trees(ws.tree)
+    assert "is what export writes (2 patches)" in ws.export(other, check=True)
+
+
+# the series, commits (path, subject, author if unsigned), warned, rebased onto
+SIGN_OFF: dict[str, Any] = {
+    "my commit with no area": (
+        [], [("README", "fix readme", PERSON), (*THREE[0][::2], None)],
+        [f"warning: 0001-fix-readme.patch: no `Signed-off-by: {PERSON}` (DCO)\n",
+         "0001-fix-readme.patch: subject 'fix readme' is not in"], "base"),
+    "my commit among signed ones": (
+        THREE[:2], [("README", "[Doc] Readme", PERSON), (*THREE[2][::2], None)],
+        ["0003-Doc-Readme.patch: no `Signed-off-by"], "HEAD~2"),
+    "a contributor's commit": (
+        THREE[:1], [("mini/theirs.py", "[Core] Theirs", OTHER),
+                    ("mini/mine.py", "[Core] Mine", PERSON)],
+        [f"no `Signed-off-by: {OTHER}` (DCO): {OTHER} wrote it", "Ask them for it"],
+        "HEAD~1"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", SIGN_OFF)
+def test_the_sign_off_advice_signs_only_my_commits_that_lack_it(ws, case):
+    exported, added, warned, onto = SIGN_OFF[case]
+    ws.series_of(*exported)
+    for path, subject, author in added:
+        env = authored_by(author or PERSON)
+        sign = "" if author else f"\n\nSigned-off-by: {PERSON}"
+        commit_message(ws.tree, path, "X = 1\n", f"{subject}{sign}\n", **env)
+    before = trailers(ws.tree)
+    message = ws.export()
     print(message)
-    assert "--fixup" in message and "--autosquash" in message
-    assert "compare your version" not in message
-    follow(workspace, message)
-    assert subjects(mine) == ["[Core] First", UNICODE, "[Core] Third"]
-    assert "# mine" in (mine / "mini/util.py").read_text()
-    assert "Why, reworded." in message_of(mine, "HEAD~1")
-    assert trailers(mine) == signed
-    assert len(list(patches.glob("*.patch"))) == 3
+    assert all(said in message for said in warned)
+    written = zip(ws.names()[len(exported) :], added, strict=True)
+    unsigned = [name for name, (_, _, author) in written if author]
+    warnings = [line for line in message.splitlines() if line.startswith("warning:")]
+    assert all(any(n in line for n in unsigned) for line in warnings)
+    assert sum("no `Signed-off-by" in line for line in warnings) == len(unsigned)
+    rebase = f"git -C {ws.tree} rebase -q {onto} --exec"
+    assert message.splitlines()[-1].strip().startswith(rebase)
+    ws.follow(message)
+    mine = [subject for _, subject, author in added if author == PERSON]
+    signed = [f"Signed-off-by: {PERSON}"]
+    expected = {s: signed if s in mine else t for s, t in before.items()}
+    assert trailers(ws.tree) == expected
+    message = ws.export()  # only their commit lacks it: whom to ask
+    assert "rebase -q" not in message
+    assert ("Signed-off-by" in message) == (case == "a contributor's commit")
+    assert f"{OTHER} wrote it" in message or case != "a contributor's commit"
+    assert len(list(ws.patches.glob("*.patch"))) == len(exported) + len(added)

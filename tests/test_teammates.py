@@ -1,210 +1,208 @@
 """A teammate's change to the series (patches/) meets the fork's local work:
-appended, dropped, changed or reordered patches, and both sides changed."""
+sync brings it in, and the advice keeps both sides' changes."""
 
 from __future__ import annotations
 
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from fork_fixture import (
+    LOCAL,
+    MINE,
     PERSON,
+    SUBJECTS,
+    THEIRS,
     THREE,
+    amend,
     change_second,
     commit,
-    commit_series,
     edit_series,
-    follow,
+    git,
     head,
-    head_of,
     refusal,
     refused,
-    reword_second,
-    series_of,
-    snapshot,
+    reword_third,
     subjects,
-    sync,
-    teammate,
+    swap_second_and_third,
     teammate_changes_second,
     trailers,
+    trees,
 )
 
-from forktool.errors import ConflictError, ForkToolError
-from forktool.export import export
-from forktool.git import git
-from forktool.series import read_series
+from forktool import backups
+from forktool.errors import ConflictError
+
+UNICODE = "[Doc] Ångström naïve façade"
+REWORDED = ["[Core] First", "[Core] Second", "[Core] Third, reworded"]
 
 
-def test_sync_applies_patches_a_teammate_appended(workspace):
-    _, patches, mine = workspace
-    series_of(workspace, THREE[0])
-    theirs = teammate(workspace)
-    commit(theirs, *THREE[1])
-    export(theirs, patches)
-    commit_series(patches)
-    message = sync(workspace)
-    assert "applied 1 patches" in message and "0002-Core-Second.patch" in message
-    assert "only in the series" in message
-    assert subjects(mine) == ["[Core] First", "[Core] Second"]
-    assert "up to date" in sync(workspace)
+def append_two(tree: Path) -> None:
+    for change in THREE[1:]:
+        commit(tree, *change)
 
 
-def test_issue_2_teammate_drops_a_patch(workspace):
-    _, patches, mine = workspace
-    series_of(workspace, *THREE)
-    theirs = teammate(workspace)
-    edit_series(theirs, "sed -i 2d")  # drop [Core] Second
-    export(theirs, patches)
-    commit_series(patches)  # ... pushed; here: git pull
-    pulled = snapshot(patches)
-    old_head = head(mine)
-    error = refusal(lambda: export(mine, patches))
-    assert "0002-Core-Second.patch: dropped from the series" in str(error)
-    assert "python3 -m forktool sync" in str(error)
-    assert snapshot(patches) == pulled
-    message = sync(workspace)  # no --force needed: the fork is only behind
+TEAMMATE = {  # the series, the teammate's change, the patches it changes, after
+    "appended": (THREE[:1], append_two,
+                 ["0002-Core-Second.patch", "0003-Core-Third.patch"],
+                 "only in the series", SUBJECTS),
+    "dropped": (THREE, lambda tree: edit_series(tree, "sed -i 2d"),
+                ["0002-Core-Second.patch"], "dropped from the series",
+                ["[Core] First", "[Core] Third"]),
+    "changed": (THREE, lambda tree: change_second(tree, THEIRS),
+                ["0002-Core-Second.patch"], "changed in the series", SUBJECTS),
+    "reworded": (THREE, reword_third, ["0003-Core-Third-reworded.patch"],
+                 "changed in the series", REWORDED),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("change", TEAMMATE)
+def test_sync_brings_in_a_teammates_change_and_export_refuses_to_undo_it(ws, change):
+    exported, make, changed, said, after = TEAMMATE[change]
+    ws.series_of(*exported)
+    theirs = ws.teammate()
+    make(theirs)
+    pulled, old_head = ws.publish(theirs), head(ws.tree)
+    message = refused(ws.export)
+    listed = [line for line in message.splitlines() if line.startswith("  ")]
+    expected = [f"  {c}: {said}" for c in changed]
+    assert [line.split(" (")[0] for line in listed] == expected
+    assert "Run `python3 -m forktool sync` first" in message
+    assert ws.snapshot() == pulled
+    message = ws.sync()  # no --force needed: the fork is only behind
     print(message)
-    assert "0002-Core-Second.patch: dropped from the series" in message
-    assert subjects(mine) == ["[Core] First", "[Core] Third"]
-    backup = message.rsplit("branch ", 1)[1].rstrip(".")
-    assert head_of(mine, backup) == old_head
-    assert "0 written, 0 removed" in export(mine, patches)
-    assert snapshot(patches) == pulled
+    listed = [line for line in message.splitlines() if line.startswith("  ")]
+    assert re.findall(r"\S+\.patch", message) == changed  # one name for each
+    backup = re.search(r"on branch (backup/\S+)\.$", message)
+    if change == "appended":
+        assert message.startswith(f"applied {len(changed)} patches") and not backup
+        assert listed == [f"  {c}: applied; it was {said}" for c in changed]
+    else:
+        assert backup and head(ws.tree, backup.group(1)) == old_head
+        assert listed == expected
+    assert "up to date" in ws.sync()
+    assert subjects(ws.tree) == after and trees(ws.tree) == trees(theirs)
+    message = ws.export()
+    assert "(0 written, 0 removed)" in message and len(message.splitlines()) == 1
+    assert ws.snapshot() == pulled
+    pruned = backups.report(ws.tree, True, ws.patches)
+    gone = "has no" if change == "appended" else "deleted 1"
+    assert f"{gone} backup branches" in pruned and "kept" not in pruned
+    assert backups.backups(ws.tree, ws.patches) == []
 
 
-def test_fork_from_before_records_tells_a_dropped_patch_from_local_work(workspace):
-    _, patches, mine = workspace
-    series_of(workspace, *THREE)
-    theirs = teammate(workspace)
+def test_a_fork_from_before_records_tells_a_dropped_patch_from_local_work(ws):
+    ws.series_of(*THREE)
+    theirs = ws.teammate()
     edit_series(theirs, "sed -i 2d")
-    export(theirs, patches)
-    commit_series(patches)
-    (mine / ".git" / "forktool-synced").unlink()  # made by an earlier version
-    commit(mine, "mini/local.py", "LOCAL = 1\n", "[Core] Local")
-    message = refused(lambda: sync(workspace))
+    ws.publish(theirs)
+    (ws.tree / ".git" / "forktool-synced").unlink()  # made by an earlier version
+    commit(ws.tree, *LOCAL)
+    message = refused(ws.sync)
     # The dropped patch was committed in this repository: not local work.
     assert "0002-Core-Second.patch: dropped from the series" in message
     assert "0004-Core-Local.patch: only in the fork" in message
     assert "cherry-pick" in message and "Second" not in message.split("To keep")[1]
 
 
-def test_issue_2_teammate_changes_a_patch(workspace):
-    _, patches, mine = workspace
-    series_of(workspace, *THREE)
-    pulled = teammate_changes_second(workspace)
-    with pytest.raises(ForkToolError, match="0002-Core-Second.patch: changed in the "):
-        export(mine, patches)
-    assert snapshot(patches) == pulled
-    message = sync(workspace)
-    print(message)
-    assert "0002-Core-Second.patch: changed in the series" in message
-    assert "theirs" in (mine / "mini/util.py").read_text()
-    assert subjects(mine) == [c[2] for c in THREE]
-    assert "0 written, 0 removed" in export(mine, patches)
-    assert snapshot(patches) == pulled
+BOTH_KEPT = {  # the series, its change, the fork's local commit, what sync names
+    "a hand-reordered series": (
+        THREE, lambda ws: swap_second_and_third(ws.patches), LOCAL,
+        ["0004-Core-Local.patch: only in the fork", "(order): reordered in the series"],
+        ["First", "Third", "Second", "Local"], ("0004-Core-Local.patch", "LOCAL = 1")),
+    "a teammate's change": (
+        THREE[:2], teammate_changes_second, THREE[2],
+        ["0003-Core-Third.patch: only in the fork",
+         "0002-Core-Second.patch: changed in the series"],
+        ["First", "Second", "Third"], ("0002-Core-Second.patch", "# theirs")),
+}  # fmt: skip
 
 
-def test_issue_2_my_change_to_a_patch_is_local_work(workspace):
-    _, patches, mine = workspace
-    series_of(workspace, *THREE)
-    change_second(mine, "def double(x):\n    return x + x  # mine\n")
-    with pytest.raises(ForkToolError) as excinfo:
-        sync(workspace)
-    assert "0002-Core-Second.patch: changed in the fork" in str(excinfo.value)
-    assert "1 written, 0 removed" in export(mine, patches)
-    assert "# mine" in (patches / "0002-Core-Second.patch").read_text()
+@pytest.mark.parametrize("case", BOTH_KEPT)
+def test_local_work_and_a_change_to_the_series_both_survive_the_advice(ws, case):
+    exported, change, local, said, after, (name, kept) = BOTH_KEPT[case]
+    ws.series_of(*exported)
+    change(ws)
+    commit(ws.tree, *local)
+    error = refusal(ws.sync)
+    assert error.status == 3 and all(line in str(error) for line in said)
+    ws.follow(str(error))
+    assert subjects(ws.tree) == [f"[Core] {s}" for s in after]
+    assert ws.names() == [f"{i:04}-Core-{s}.patch" for i, s in enumerate(after, 1)]
+    assert kept in (ws.patches / name).read_text()
+    checked = ws.export(check=True)
+    assert f"is what export writes ({len(after)} patches)" in checked
 
 
-def test_issue_2_both_sides_changed_a_patch(workspace):
-    _, patches, mine = workspace
-    series_of(workspace, *THREE)
-    pulled = teammate_changes_second(workspace)
-    change_second(mine, "def double(x):\n    return x + x  # mine\n")
-    my_head = head(mine)
-    for command in (lambda: sync(workspace), lambda: export(mine, patches)):
-        message = refused(command)
+BOTH = {  # the series, their change, mine (patch, file, code), their text, after
+    "their message, my code and local work": (
+        THREE, lambda tree: amend(tree, 2, None, f"[Core] Second\n\nWhy it exists, "
+                                  f"reworded.\n\nSigned-off-by: {PERSON}"),
+        (2, "mini/util.py", "def double(x):\n    return x * 2  # mine\n"),
+        "Why it exists, reworded.", [*SUBJECTS, "[Core] Local"]),
+    "their subject, my code": (
+        THREE, reword_third, (3, "mini/extra.py", "EXTRA = 2\n"),
+        "[Core] Third, reworded", REWORDED),
+    "their non-ASCII subject, my code": (
+        [THREE[0], (*THREE[1][:2], UNICODE), THREE[2]],
+        lambda tree: amend(tree, 2, None, f"{UNICODE}\n\nWhy, reworded.\n\n"
+                           f"Signed-off-by: {PERSON}"),
+        (2, "mini/util.py", "def double(x):\n    return x * 2  # mine\n"),
+        "Why, reworded.", ["[Core] First", UNICODE, "[Core] Third"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BOTH)
+def test_both_sides_changed_one_patch_and_the_advice_keeps_both_in_it(ws, case):
+    exported, change, (n, path, code), their_text, after = BOTH[case]
+    ws.series_of(*exported)
+    theirs = ws.teammate()
+    change(theirs)
+    pulled = ws.publish(theirs)
+    amend(ws.tree, n, path, code)
+    if "[Core] Local" in after:
+        commit(ws.tree, *LOCAL)
+    signed, my_head = list(trailers(ws.tree).values()), head(ws.tree)
+    name = ws.names()[n - 1]
+    for command in (ws.sync, ws.export):
+        error = refusal(command)
+        message = str(error)
+        assert isinstance(error, ConflictError) and error.status == 3
+        assert f"{name}: changed on both sides" in message
+        assert "--fixup" in message and "--autosquash" in message
+        assert "compare your version" not in message
+        assert ("cherry-pick" in message) == ("[Core] Local" in after)
+    assert head(ws.tree) == my_head and ws.snapshot() == pulled
+    ws.follow(message)
+    assert subjects(ws.tree) == after and (ws.tree / path).read_text() == code
+    text = (ws.patches / name).read_text()
+    assert f"+{code.splitlines()[-1]}" in text and their_text in text
+    assert their_text in git(ws.tree, "log", "--format=%B", "base..").stdout
+    assert list(trailers(ws.tree).values()) == signed
+    assert "0 written, 0 removed" in ws.export()
+    assert len(list(ws.patches.glob("*.patch"))) == len(after)
+
+
+def test_both_sides_changed_the_same_line_the_advice_stops_at_the_conflict(ws):
+    ws.series_of(*THREE)
+    theirs = ws.teammate()
+    change_second(theirs, THEIRS)
+    pulled = ws.publish(theirs)
+    change_second(ws.tree, MINE)
+    my_head = head(ws.tree)
+    for command in (ws.sync, ws.export):
+        with pytest.raises(ConflictError) as excinfo:
+            command()
+        message = str(excinfo.value)
         assert "0002-Core-Second.patch: changed on both sides" in message
         assert "sync --force" in message and "--fixup=HEAD~1" in message
-    assert head(mine) == my_head and snapshot(patches) == pulled
-
-
-def test_local_work_and_a_teammate_change_both_survive_the_advice(workspace):
-    _, patches, mine = workspace
-    series_of(workspace, *THREE[:2])
-    theirs = teammate(workspace)
-    change_second(theirs, "def double(x):\n    return x + x  # theirs\n")
-    export(theirs, patches)
-    commit_series(patches)
-    commit(mine, *THREE[2])
-    message = refused(lambda: sync(workspace))
-    assert "0003-Core-Third.patch: only in the fork" in message
-    assert "0002-Core-Second.patch: changed in the series" in message
-    # Follow the advice line by line.
-    sync(workspace, force=True)
-    pick = next(line for line in message.splitlines() if "cherry-pick" in line)
-    git(mine, *pick.split("#")[0].split()[3:])
-    assert "1 written, 0 removed" in export(mine, patches)
-    assert subjects(mine) == [c[2] for c in THREE]
-    assert "theirs" in (patches / "0002-Core-Second.patch").read_text()
-
-
-def test_reordering_in_the_fork_is_local_work(workspace):
-    _, patches, mine = workspace
-    series_of(workspace, *THREE)
-    edit_series(mine, "sed -i -n '1h;1!p;${g;p}'")  # first patch last
-    with pytest.raises(ForkToolError, match="reordered in the fork"):
-        sync(workspace)
-    export(mine, patches)
-    assert [p.name for p in read_series(patches)][-1] == "0003-Core-First.patch"
-
-
-def test_both_sides_changed_one_patch_the_advice_keeps_both_in_it(workspace):
-    _, patches, mine = workspace
-    series_of(workspace, *THREE)
-    theirs = teammate(workspace)
-    reworded = f"[Core] Second\n\nWhy it exists, reworded.\n\nSigned-off-by: {PERSON}"
-    reword_second(theirs, reworded)
-    export(theirs, patches)
-    commit_series(patches)
-    mine_code = "def double(x):\n    return x * 2  # mine\n"
-    change_second(mine, mine_code)
-    commit(mine, "mini/local.py", "LOCAL = 1\n", "[Core] Local")
-    signed = trailers(mine)
-    with pytest.raises(ConflictError) as excinfo:
-        sync(workspace)
-    message = str(excinfo.value)
-    print(message)
-    assert excinfo.value.status == 3
-    assert "0002-Core-Second.patch: changed on both sides" in message
-    assert "--fixup" in message and "--autosquash" in message
-    follow(workspace, message)
-    assert subjects(mine) == ["[Core] First", "[Core] Second", "[Core] Third",
-                              "[Core] Local"]  # fmt: skip
-    second = (patches / "0002-Core-Second.patch").read_text()
-    assert "Why it exists, reworded." in second and "# mine" in second
-    assert (mine / "mini/util.py").read_text() == mine_code
-    assert trailers(mine) == signed
-    assert "0 written, 0 removed" in export(mine, patches)
-
-
-def test_both_sides_changed_the_same_line_the_advice_stops_at_the_conflict(
-    workspace,
-):
-    _, patches, mine = workspace
-    series_of(workspace, *THREE)
-    theirs = teammate(workspace)
-    change_second(theirs, "def double(x):\n    return x + x  # theirs\n")
-    export(theirs, patches)
-    commit_series(patches)
-    change_second(mine, "def double(x):\n    return x + x  # mine\n")
-    with pytest.raises(ConflictError) as excinfo:
-        export(mine, patches)
-    message = str(excinfo.value)
+    assert head(ws.tree) == my_head and ws.snapshot() == pulled
     with pytest.raises(subprocess.CalledProcessError):
-        follow(workspace, message)  # `git apply --3way` reports the conflict
-    assert "<<<<<<<" in (mine / "mini/util.py").read_text()
-    (mine / "mini/util.py").write_text("def double(x):\n    return x + x  # both\n")
-    rest = message.split("apply --3way\n", 1)[1]
-    git(mine, "add", "mini/util.py")
-    follow(workspace, rest)
-    assert subjects(mine) == [c[2] for c in THREE]
-    assert "# both" in (patches / "0002-Core-Second.patch").read_text()
+        ws.follow(message)  # `git apply --3way` reports the conflict
+    assert "<<<<<<<" in (ws.tree / "mini/util.py").read_text()
+    (ws.tree / "mini/util.py").write_text("def double(x):\n    return x + x  # both\n")
+    git(ws.tree, "add", "mini/util.py")
+    ws.follow(message.split("apply --3way\n", 1)[1])
+    assert subjects(ws.tree) == SUBJECTS
+    assert "# both" in (ws.patches / "0002-Core-Second.patch").read_text()

@@ -1,5 +1,5 @@
-"""The venv: its lock, its self-check, one per clone, and what `cache` keeps.
-No vLLM and no network: the self-check runs on a venv of synthetic wheels."""
+"""The venv: its lock, its self-check, one per clone. No vLLM and no network:
+the self-check runs on a venv of synthetic wheels."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import pytest
 
 from forktool import lock, venv
 from forktool.__main__ import main
-from forktool.cache import cache_dir
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT, Layout
 from forktool.pins import Pins
@@ -48,8 +47,7 @@ def test_pins_changed_without_relocking_are_refused(tmp_path):
 
 
 def test_relocking_hands_uv_the_current_lock_as_its_preferences(tmp_path, monkeypatch):
-    """uv keeps the versions its -o file already pins: `write` puts the
-    current lock there, so adding a pin does not move every other version."""
+    """Adding a pin moves no other version: uv keeps what its -o file pins."""
     old = tmp_path / "venv.lock"
     old.write_text("# pins-digest: old\nkept==1.0 \\\n    --hash=sha256:aa\n")
     seen = []
@@ -107,42 +105,32 @@ def lock_of(tmp_path: Path, *names: str) -> Path:
     return path
 
 
-def test_self_check_names_both_distributions_of_a_clashing_file(tmp_path, capsys):
-    first = wheel(tmp_path, "clash_a", {"shared/bindings.py": "A = 1\n"})
-    second = wheel(tmp_path, "clash_b", {"shared/bindings.py": "B = 2\n"})
-    python = make_venv(tmp_path, first, second)
-    found = self_check(
-        python, lock_of(tmp_path, "clash-a", "clash-b"), dict(os.environ), ()
-    )
+SELF_CHECK = {  # wheels (name, files), the lock's names, imports, counts, printed
+    "a clashing file": (
+        [("clash_a", {"shared/bindings.py": "A = 1\n"}),
+         ("clash_b", {"shared/bindings.py": "B = 2\n"})], ["clash-a", "clash-b"], (),
+        (2, 1, 0, 1), ["shared/bindings.py: installed by clash_a and clash_b"]),
+    "a venv that is its lock": (
+        [("fine", {"fine/__init__.py": ""})], ["fine"], ("fine",), (1, 0, 0, 0), []),
+    "a failed import and lock drift": (
+        [("broken", {"broken/__init__.py": "import types\ntypes.cudaLibrary_t\n"})],
+        ["other"], ("broken",), (1, 0, 1, 3),
+        ["import broken failed in broken: AttributeError",
+         "other: locked 1.0, installed nothing",
+         "broken 1.0: installed, not in the lock"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", SELF_CHECK)
+def test_the_self_check_names_each_problem_of_a_venv(tmp_path, capsys, case):
+    wheels, locked, imports, counts, said = SELF_CHECK[case]
+    python = make_venv(tmp_path, *(wheel(tmp_path, *w) for w in wheels))
+    found = self_check(python, lock_of(tmp_path, *locked), dict(os.environ), imports)
     printed = capsys.readouterr().out
-    assert not found.ok and found.counts["clashing files"] == 1
-    assert "shared/bindings.py: installed by clash_a and clash_b" in printed
-
-
-def test_self_check_passes_a_venv_that_is_its_lock(tmp_path):
-    python = make_venv(tmp_path, wheel(tmp_path, "fine", {"fine/__init__.py": ""}))
-    found = self_check(python, lock_of(tmp_path, "fine"), dict(os.environ), ("fine",))
-    assert found.ok and found.counts == {
-        "distributions": 1,
-        "clashing files": 0,
-        "failed imports": 0,
-        "problems": 0,
-    }
-
-
-def test_self_check_names_the_package_an_import_fails_in_and_lock_drift(
-    tmp_path, capsys
-):
-    broken = {"broken/__init__.py": "import types\ntypes.cudaLibrary_t\n"}
-    python = make_venv(tmp_path, wheel(tmp_path, "broken", broken))
-    found = self_check(
-        python, lock_of(tmp_path, "other"), dict(os.environ), ("broken",)
-    )
-    printed = capsys.readouterr().out
-    assert not found.ok
-    assert "import broken failed in broken: AttributeError" in printed
-    assert "other: locked 1.0, installed nothing" in printed
-    assert "broken 1.0: installed, not in the lock" in printed
+    keys = ("distributions", "clashing files", "failed imports", "problems")
+    assert found.counts == dict(zip(keys, counts, strict=True))
+    assert found.ok == (counts[-1] == 0)
+    assert all(line in printed for line in said), printed
 
 
 def test_a_venv_whose_python_cannot_run_the_self_check_is_an_error_line(tmp_path):
@@ -180,36 +168,3 @@ def test_each_clone_has_its_own_venv_and_env_names_it(tmp_path, monkeypatch, cap
         assert f"# venv {env} (vLLM from {tmp_path / clone / 'build' / 'vllm'})" in out
         assert f"export VIRTUAL_ENV={env}" in out
     assert LAYOUT.venv == LAYOUT.root / "build" / ".venv"
-
-
-def test_cache_removes_only_what_no_clone_uses(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    pins = Pins.load()
-    # Another clone on older pins, and one that is gone.
-    other = tmp_path / "other"
-    other.mkdir()
-    old_sdist = "vllm-0.32.0.tar.gz"
-    text = LAYOUT.pins.read_text()
-    (other / "pins.toml").write_text(text.replace(pins.sdist.filename, old_sdist))
-    venv.register_clone(other)
-    venv.register_clone(tmp_path / "gone")
-    downloads, tools = cache_dir() / "downloads", cache_dir() / "tools"
-    # An older forktool's shared venv, still holding the other clone's fork.
-    shared = cache_dir() / "venv-0123456789abcdef"
-    record = shared / "lib" / "python3.11" / "site-packages" / "vllm-0.dist-info"
-    record.mkdir(parents=True)
-    (other / "build" / "vllm").mkdir(parents=True)
-    url = {"url": f"file://{other / 'build' / 'vllm'}"}
-    (record / "direct_url.json").write_text(json.dumps(url))
-    unused = cache_dir() / "venv-fedcba9876543210"
-    unused.mkdir()
-    keep = [downloads / pins.sdist.filename, downloads / old_sdist, tools / "uv-0.13.8"]
-    drop = [downloads / "vllm-0.31.0.tar.gz", tools / "uv-0.1.0"]
-    for path in keep + drop:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("x")
-    assert venv.stale(pins) == [*drop, unused]
-    assert main(["cache", "--remove"]) == 0
-    assert f"in use by {other}" in capsys.readouterr().out
-    assert all(p.exists() for p in keep) and shared.exists()
-    assert not any(p.exists() for p in [*drop, unused])

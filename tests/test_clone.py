@@ -1,0 +1,203 @@
+"""What each clone keeps as its own: a fork per git worktree, its cache
+(shared only on the same pins) and the backup branches of its fork."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fork_fixture import (
+    LOCAL,
+    SUBJECTS,
+    THREE,
+    clean,
+    commit,
+    edit_series,
+    git,
+    subjects,
+    teammate_changes_second,
+    trees,
+)
+
+from forktool import backups, cache, venv
+from forktool.__main__ import main
+from forktool.cache import cache_dir
+from forktool.layout import LAYOUT, Layout
+from forktool.pins import Pins
+
+
+def test_each_git_worktree_has_its_own_fork(ws):
+    ws.series_of(*THREE)
+    repo = ws.patches.parent
+    wt = repo.parent / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "wt-branch", str(wt))
+    wt_fork = wt / "build" / "mini"
+    on_wt = ws._replace(patches=wt / "patches", tree=wt_fork)
+    assert "base + 3 patches" in on_wt.sync()
+    commit(wt_fork, "DOC.md", "from the worktree\n", "[Doc] From the worktree")
+    on_wt.publish()
+    # The main clone's fork and series are untouched.
+    assert subjects(ws.tree) == SUBJECTS
+    assert "is what export writes (3 patches)" in ws.export(check=True)
+    git(repo, "merge", "-q", "wt-branch")
+    message = ws.sync()
+    print(message)
+    assert "applied 1 patches" in message
+    assert "0004-Doc-From-the-worktree.patch" in message
+    assert trees(ws.tree) == trees(wt_fork)
+    assert "is what export writes (4 patches)" in ws.export(check=True)
+
+
+@pytest.fixture
+def clone(tmp_path: Path, monkeypatch) -> Path:
+    """A clone (its .gitignore, patches/ and fork in build/vllm): the cache's."""
+    clone = tmp_path / "clone"
+    (clone / "build" / "vllm").mkdir(parents=True)
+    (clone / "patches").mkdir()
+    (clone / "patches" / "series").write_text("# empty\n")
+    (clone / ".gitignore").write_text("build/\n")
+    git(clone, "init", "-q")
+    git(clone, "add", ".gitignore", "patches")
+    git(clone, "commit", "-qm", "Series")
+    git(clone / "build" / "vllm", "init", "-q")
+    monkeypatch.setattr(cache, "LAYOUT", Layout(clone))
+    return clone
+
+
+def test_a_relative_cache_is_the_clones_root_from_any_folder(
+    clone, tmp_path, monkeypatch
+):
+    fork_tree = clone / "build" / "vllm"
+    monkeypatch.setenv("VLLM_FORK_CACHE", "relcache")
+    monkeypatch.chdir(fork_tree)  # `python3 ../../forktool sync` from the fork
+    assert cache_dir() == clone / "relcache"
+    venv.register_clone(clone)
+    (cache_dir() / "downloads").mkdir()
+    (cache_dir() / "downloads" / "base.tar.gz").write_text("sdist")
+    assert list((clone / "relcache" / "clones").glob("*.json"))
+    assert not (fork_tree / "relcache").exists()
+    # Neither the fork nor the project's git status shows the cache.
+    assert clean(fork_tree) and clean(clone)
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "elsewhere"))
+    assert cache_dir() == tmp_path / "elsewhere"
+    assert not (tmp_path / "elsewhere").exists()  # nothing written outside
+
+
+def test_a_cache_pointed_at_tracked_files_does_not_hide_them(clone, monkeypatch):
+    monkeypatch.setenv("VLLM_FORK_CACHE", "patches")
+    assert cache_dir() == clone / "patches"
+    assert not (clone / "patches" / ".gitignore").exists()  # it would hide them
+
+
+def test_cache_lists_each_path_once_and_only_what_is_there(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    on_these_pins = Pins.load()
+    others = [tmp_path / f"clone{i}" for i in range(3)]
+    for other in others:  # clones on the same pins, as a team's are
+        other.mkdir()
+        (other / "pins.toml").write_text(LAYOUT.pins.read_text())
+        venv.register_clone(other)
+    downloads = cache_dir() / "downloads"
+    downloads.mkdir(parents=True)
+    sdist = downloads / on_these_pins.sdist.filename
+    sdist.write_text("x")  # the wheel was never downloaded
+    uv_build = cache_dir() / "tools" / on_these_pins.uv.replace("==", "-")
+    uv_build.mkdir(parents=True)
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    assert out.count("in use by") == 1
+    assert f"in use by {', '.join(map(str, sorted([*others, LAYOUT.root])))}:" in out
+    assert out.count(str(sdist)) == 1 and out.count(str(uv_build)) == 1
+    assert on_these_pins.wheel.filename not in out
+    assert "nothing stale" in out
+    assert venv.stale(on_these_pins) == [] and sdist.exists() and uv_build.exists()
+
+
+def test_cache_removes_only_what_no_clone_uses(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    pins = Pins.load()
+    # Another clone on older pins, and one that is gone.
+    other = tmp_path / "other"
+    other.mkdir()
+    old_sdist = "vllm-0.32.0.tar.gz"
+    text = LAYOUT.pins.read_text()
+    (other / "pins.toml").write_text(text.replace(pins.sdist.filename, old_sdist))
+    venv.register_clone(other)
+    venv.register_clone(tmp_path / "gone")
+    downloads, tools = cache_dir() / "downloads", cache_dir() / "tools"
+    # An older forktool's shared venv, still holding the other clone's fork.
+    shared = cache_dir() / "venv-0123456789abcdef"
+    record = shared / "lib" / "python3.11" / "site-packages" / "vllm-0.dist-info"
+    record.mkdir(parents=True)
+    (other / "build" / "vllm").mkdir(parents=True)
+    url = {"url": f"file://{other / 'build' / 'vllm'}"}
+    (record / "direct_url.json").write_text(json.dumps(url))
+    unused = cache_dir() / "venv-fedcba9876543210"
+    unused.mkdir()
+    keep = [downloads / pins.sdist.filename, downloads / old_sdist, tools / "uv-0.13.8"]
+    drop = [downloads / "vllm-0.31.0.tar.gz", tools / "uv-0.1.0"]
+    for path in keep + drop:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    assert venv.stale(pins) == [*drop, unused]
+    assert main(["cache", "--remove"]) == 0
+    assert f"in use by {other}" in capsys.readouterr().out
+    assert all(p.exists() for p in keep) and shared.exists()
+    assert not any(p.exists() for p in [*drop, unused])
+
+
+def local_work_then_a_teammates_change(ws) -> None:
+    commit(ws.tree, *LOCAL)  # never exported
+    teammate_changes_second(ws)
+    ws.sync(force=True)
+
+
+def local_work_then_a_teammates_reorder(ws) -> None:
+    commit(ws.tree, *LOCAL)
+    ws.sync(force=True)  # [Core] Local is on this backup only
+    theirs = ws.teammate()
+    edit_series(theirs, "sed -i -n '1h;1!p;${g;p}'")  # first patch last
+    ws.publish(theirs)
+    ws.sync()  # backs up the old order: every patch is in the fork
+
+
+SECOND = "      [Core] Second  (a version committed in patches/)"
+BACKUPS = {  # how the fork got its backups: (commits, lacking, superseded) of
+    # each, what the listing says, how many `--prune` deletes and keeps
+    "a teammate's change": (
+        lambda ws: (teammate_changes_second(ws), ws.sync()),
+        [(3, [], ["[Core] Second"])],
+        [": 3 commits, 1 not in the fork\n", SECOND,
+         "deletes the 1 whose patches are all in the fork or in"], 1, 0),
+    "local work, then a teammate's change": (
+        local_work_then_a_teammates_change,
+        [(4, ["[Core] Local"], ["[Core] Second"])],
+        ["[Core] Local  (local work, saved nowhere else)", SECOND], 0, 1),
+    "local work, then a teammate's reorder": (
+        local_work_then_a_teammates_reorder,
+        [(4, ["[Core] Local"], []), (3, [], [])],
+        ["2 backup branches", "      [Core] Local",
+         "deletes the 1 whose patches are all in the fork"], 1, 1),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BACKUPS)
+def test_backups_prune_deletes_only_what_the_fork_or_the_series_holds(ws, case):
+    make, found, said, deleted, kept = BACKUPS[case]
+    ws.series_of(*THREE)
+    make(ws)
+    before = backups.backups(ws.tree, ws.patches)
+    assert [(b.commits, b.lacking, b.superseded) for b in before] == found
+    listed = backups.report(ws.tree, False, ws.patches)
+    print(listed)
+    assert all(line in listed for line in said)
+    pruned = backups.report(ws.tree, True, ws.patches)
+    print(pruned)
+    assert f"deleted {deleted} backup branches" in pruned
+    assert (f"; kept {kept} holding" in pruned) if kept else "kept" not in pruned
+    left = [b.name for b in backups.backups(ws.tree, ws.patches)]
+    assert left == [b.name for b in before if b.lacking]

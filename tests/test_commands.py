@@ -1,0 +1,213 @@
+"""The command line: each command's help, exit statuses, the programs it
+needs (named in one line), `env` and `run`, the matrix table, and the tool run
+by its path from any folder."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+
+import pytest
+from fork_fixture import git
+
+from evidence.matrix import table as _table
+from forktool import commands, prerequisites, uv, venv
+from forktool.__main__ import main
+from forktool.check_runs import all_checks
+from forktool.commands import COMMANDS, Command
+from forktool.errors import ConflictError, ForkToolError
+from forktool.layout import REPO, Layout
+from forktool.pins import Pins
+from forktool.pytest_runner import Result
+
+
+def test_env_prints_the_exact_export_lines(tmp_path):
+    env = tmp_path / "venv"
+    variables = venv.user_env(env, tmp_path / "hf home", gpu=False)
+    lines = venv.export_lines(variables)
+    print(lines)
+    shell = 'eval "$(cat)"; echo "$VLLM_TARGET_DEVICE|$HF_HOME|$HF_HUB_OFFLINE|$PATH"'
+    out = subprocess.run(
+        ["bash", "-c", shell], input=lines, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    device, hf_home, offline, path = out.split("|")
+    assert (device, hf_home, offline) == ("cpu", str(tmp_path / "hf home"), "1")
+    assert path.startswith(f"{env}/bin:") and len(path) > len(f"{env}/bin:")
+    # With a GPU the device is left to vLLM.
+    assert "VLLM_TARGET_DEVICE" not in venv.user_env(env, tmp_path, gpu=True)
+
+
+def test_run_uses_the_venv_and_keeps_the_directory(tmp_path, monkeypatch):
+    env = tmp_path / "venv"
+    (env / "bin").mkdir(parents=True)
+    tool = env / "bin" / "probe"
+    tool.write_text('#!/bin/sh\necho "$PWD $HF_HUB_OFFLINE" > out.txt\nexit 3\n')
+    tool.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    assert venv.run_in(venv.user_env(env, tmp_path, gpu=False), ["probe"]) == 3
+    assert (tmp_path / "out.txt").read_text() == f"{tmp_path} 1\n"
+
+
+def test_the_run_command_needs_the_venv_and_passes_the_exit_status(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr("forktool.commands.run.LAYOUT", Layout(tmp_path))
+    env = tmp_path / "build" / ".venv"
+    assert main(["run", "--", "true"]) == 1  # no venv: a clear error
+    (env / "bin").mkdir(parents=True)
+    (env / venv.COMPLETE).write_text("lock digest\n")
+    out = tmp_path / "out.txt"
+    command = f'echo "$VIRTUAL_ENV $HF_HUB_OFFLINE" > {out}; exit 4'
+    assert main(["run", "-C", str(tmp_path), "--", "sh", "-c", command]) == 4
+    assert out.read_text() == f"{env} 1\n"
+    assert f"venv {env} (no editable vLLM yet)" in capsys.readouterr().err
+
+
+def test_the_matrix_table_fits_120_columns_with_a_legend():
+    long = "tests/v1/engine/test_kv_zeroing_contract.py::test_" + "x" * 150 + "[p]"
+    short = "tests/v1/core/test_kv_cache_utils.py::test_zeroing"
+    columns = {"base+tests": Result({long: "failed", short: "failed"})}
+    for n in range(1, 10):
+        outcomes = {long: "passed"} | ({short: "skipped"} if n > 2 else {})
+        columns[f"{n:04d}"] = Result(outcomes)
+    table = _table(columns)
+    print(table)
+    lines = table.splitlines()
+    assert max(map(len, lines)) <= 120
+    row = next(line for line in lines if "test_zeroing" in line)
+    assert row.split()[1:] == ["FAIL", "-", "-"] + ["skip"] * 7
+    assert any(line.startswith("base: the pristine base's code") for line in lines)
+    assert any("- not present at that patch" in line for line in lines)
+
+
+def test_every_command_says_what_it_refuses_and_writes(capsys):
+    for name in COMMANDS:
+        with pytest.raises(SystemExit) as exit_status:
+            main([name, "--help"])
+        assert exit_status.value.code == 0
+        text = " ".join(capsys.readouterr().out.split())
+        assert "Writes" in text and "refuse" in text.lower()
+
+
+def test_a_conflict_exits_with_status_3_other_errors_with_1(monkeypatch):
+    for error, status in ((ConflictError, 3), (ForkToolError, 1)):
+
+        def run(pins, args, error=error):
+            raise error("stopped")
+
+        # No lock: `test` holds this clone's while it runs these tests.
+        failing = Command("sync", "h", "d", run, locks=False)
+        monkeypatch.setattr(commands, "command", lambda name, f=failing: f)
+        assert main(["sync"]) == status
+
+
+def test_malformed_pins_name_the_missing_field(tmp_path):
+    text = (REPO / "pins.toml").read_text()
+    broken = tmp_path / "pins.toml"
+    broken.write_text(text.replace('author = "', 'authors = "'))
+    with pytest.raises(ForkToolError, match="lacks `fork.author`"):
+        Pins.load(broken)
+    broken.write_text("[base\n")
+    with pytest.raises(ForkToolError, match="cannot read"):
+        Pins.load(broken)
+
+
+@pytest.mark.parametrize("where", ["inside the fork", "any folder"])
+def test_the_tool_run_by_its_path_uses_its_clones_paths(tmp_path, monkeypatch, where):
+    """A copy of the tool is a clone of its own: every path it uses is there."""
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    clone = tmp_path / "clone"
+    shutil.copytree(REPO / "forktool", clone / "forktool",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    shutil.copy(REPO / "pins.toml", clone)
+    (clone / "patches").mkdir()
+    (clone / "patches" / "series").write_text("# empty\n")
+    inside = clone / "build" / "vllm" / "vllm"
+    inside.mkdir(parents=True)
+    git(clone, "init", "-q")
+    cwd, tool = (inside, "../../../forktool") if where == "inside the fork" else (
+        tmp_path, str(clone / "forktool"))  # fmt: skip
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        ran = subprocess.run([sys.executable, *args], cwd=cwd,
+                             capture_output=True, text=True)  # fmt: skip
+        print(ran.stdout, ran.stderr)
+        assert "Traceback" not in ran.stderr
+        return ran
+
+    by_module = run("-m", "forktool", "export", "--check")
+    assert by_module.returncode == 1 and "No module named forktool" in by_module.stderr
+    helped = run(tool, "--help")
+    assert helped.returncode == 0 and "usage:" in helped.stdout
+    nowhere = run(tool, "run", "-C", str(tmp_path / "nope"), "--", "true")
+    assert nowhere.returncode == 1 and "no such folder" in nowhere.stderr
+    checked = run(tool, "export", "--check")
+    fork = clone / "build" / "vllm"
+    assert checked.returncode == 1
+    assert checked.stderr == f"error: {fork} is not a fork tree; run `sync` first\n"
+    assert (clone / "build" / "forktool.lock").exists()  # the clone's, not REPO's
+    assert not (tmp_path / "cache").exists()
+
+
+def gating_needs() -> list[prerequisites.Program]:
+    """What the registry's checks that gate `test` need, as `test` asks."""
+    return [p for c in all_checks() if c.gates_test for p in c.needs]
+
+
+def hide(monkeypatch, *names: str) -> None:
+    """This machine without the programs and Python modules `names`."""
+    which, find_spec = shutil.which, importlib.util.find_spec
+    monkeypatch.setattr(
+        shutil, "which", lambda name, *a, **k: None if name in names else which(name)
+    )
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in names else find_spec(name, *a),
+    )
+
+
+def test_test_names_every_missing_program_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))  # empty
+    hide(monkeypatch, "npm", "node", "pip", "ensurepip")
+    pins = Pins.load()
+
+    def refused() -> str:
+        with pytest.raises(ForkToolError) as error:
+            needs = prerequisites.for_test(pins, gating_needs(), tmp_path / "venv")
+            prerequisites.require("test", needs)
+        print(error.value)
+        return str(error.value)
+
+    said = refused()
+    assert "\n" not in said and said.startswith("`test` needs what this machine")
+    for name in ("Node.js (node)", "npm, for", "pip for"):
+        assert name in said
+    assert "git" not in said.replace("markdownlint", "")  # git is there
+    # With uv in the cache, pip is not needed (uv makes pre-commit's venv).
+    uv_path = uv.path(pins.uv, tmp_path / "cache" / "tools")
+    uv_path.parent.mkdir(parents=True)
+    uv_path.write_text("")
+    said = refused()
+    assert "npm" in said and "pip" not in said and "ensurepip" not in said
+
+
+def test_setup_needs_git_and_until_they_exist_pip_and_the_python(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))  # empty
+    pins, env, tools = Pins.load(), tmp_path / "venv", tmp_path / "cache" / "tools"
+    python = f"Python {pins.python} (python{pins.python})"
+    names = [p.name for p in prerequisites.for_setup(pins, env)]
+    assert names == ["git", prerequisites.PIP.name, python]
+    # uv in the cache and the venv made: only git is left.
+    for path in (uv.path(pins.uv, tools), env / "bin" / "python"):
+        path.parent.mkdir(parents=True)
+        path.write_text("")
+    needs = prerequisites.for_setup(pins, env)
+    assert needs == [prerequisites.GIT]
+    prerequisites.require("setup", needs)  # the tool's tests have git
+    hide(monkeypatch, "git", "npm", "node")  # test and pr need node
+    with pytest.raises(ForkToolError, match=r"^`setup` needs .*: git, for the fork"):
+        prerequisites.require("setup", needs)

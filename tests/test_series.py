@@ -1,0 +1,208 @@
+"""The series as export writes it and people edit it: every kind of change
+round trips byte-exact, patches are renumbered, renamed, split and reordered,
+and hand edits are named."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+from fork_fixture import (
+    PERSON,
+    THREE,
+    commit,
+    commit_series,
+    edit_series,
+    git,
+    head,
+    refused,
+    subjects,
+    swap_second_and_third,
+    trees,
+)
+
+from forktool.check_runs import all_checks
+from forktool.errors import ForkToolError
+from forktool.series import read_series
+from forktool.tool_checks import EXPORT_CHECK
+
+
+def test_the_series_lists_every_patch_file_and_only_those(ws):
+    (ws.patches / "0001-orphan.patch").write_text("")
+    with pytest.raises(ForkToolError, match="not listed.*0001-orphan.patch"):
+        read_series(ws.patches)
+    (ws.patches / "series").write_text("0001-orphan.patch\n0002-gone.patch\n")
+    with pytest.raises(ForkToolError, match="missing patch files: 0002-gone.patch"):
+        read_series(ws.patches)
+
+
+def test_conflict_markers_in_the_series_are_named_as_an_unresolved_merge(ws):
+    ws.series_of(*THREE[:2])
+    series = ws.patches / "series"
+    series.write_text(
+        series.read_text()
+        + "<<<<<<< HEAD\n0003-a.patch\n=======\n0003-b.patch\n>>>>>>> d3f6317\n"
+    )
+    message = refused(ws.sync)
+    assert "holds an unresolved merge" in message and "missing" not in message
+    assert f"`git add {series}`" in message
+
+
+def test_every_kind_of_change_round_trips_byte_exact(ws):
+    ws.series_of(THREE[0])
+    rng = random.Random(22)
+    blobs = {
+        "mini/logo.png": b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + rng.randbytes(300),
+        "mini/data.npy": rng.randbytes(2048),
+        "mini/nul.bin": b"text\0with\0NULs\n" * 8,
+    }
+    for path, data in blobs.items():
+        (ws.tree / path).write_bytes(data)
+    (ws.tree / "mini/run.sh").write_text("#!/bin/sh\necho run\n")
+    (ws.tree / "mini/run.sh").chmod(0o755)
+    (ws.tree / "mini/__init__.py").chmod(0o755)
+    git(ws.tree, "rm", "-q", "mini/rocm_hip.py")
+    (ws.tree / "mini/tools").mkdir()
+    git(ws.tree, "mv", "mini/util.py", "mini/tools/util.py")
+    git(ws.tree, "add", "-A")
+    git(ws.tree, "commit", "-qsm", "[Core] Every kind of change")
+    assert "2 patches" in ws.export()
+    text = (ws.patches / "0002-Core-Every-kind-of-change.patch").read_text()
+    assert text.count("GIT binary patch") == 3
+    assert "deleted file mode 100644" in text and "new file mode 100755" in text
+    assert "rename from mini/util.py\nrename to mini/tools/util.py" in text
+    assert "old mode 100644\nnew mode 100755" in text
+    commit_series(ws.patches)
+    other = ws.clone()
+    assert trees(other) == trees(ws.tree)
+    for path, data in blobs.items():
+        assert (other / path).read_bytes() == data
+    for path in ("mini/run.sh", "mini/__init__.py"):
+        assert os.access(other / path, os.X_OK), path
+    assert not os.access(other / "mini/tools/util.py", os.X_OK)
+    assert not (other / "mini/rocm_hip.py").exists()
+    assert not (other / "mini/util.py").exists()
+    assert "is what export writes (2 patches)" in ws.export(other, check=True)
+
+
+def test_a_patch_split_in_two_round_trips(ws):
+    ws.sync()
+    commit(ws.tree, *THREE[0])
+    (ws.tree / "mini/util.py").write_text("def double(x):\n    return x * 2\n")
+    (ws.tree / "tests/test_util.py").parent.mkdir()
+    (ws.tree / "tests/test_util.py").write_text("assert True\n")
+    git(ws.tree, "add", "mini", "tests")
+    git(ws.tree, "commit", "-qsm", "[Core] Code and its test")
+    commit(ws.tree, *THREE[2])
+    ws.publish()
+    old = ws.teammate()  # a clone with the fork of before the split
+    # rebase -i (edit 2); reset HEAD^; one commit per folder; --continue.
+    edit_series(ws.tree, "sed -i 2s/^pick/edit/")
+    git(ws.tree, "reset", "-q", "HEAD^")
+    git(ws.tree, "add", "mini")
+    git(ws.tree, "commit", "-qsm", "[Core] Code")
+    git(ws.tree, "add", "tests")
+    git(ws.tree, "commit", "-qsm", "[Test] Its test")
+    git(ws.tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    message = ws.export()
+    print(message)
+    assert "exported 4 patches" in message
+    assert "0002-Core-Code-and-its-test.patch: removed from the series" in message
+    assert "0003-Core-Third.patch -> 0004-Core-Third.patch: renumbered" in message
+    commit_series(ws.patches)
+    assert ws.names() == [
+        "0001-Core-First.patch",
+        "0002-Core-Code.patch",
+        "0003-Test-Its-test.patch",
+        "0004-Core-Third.patch",
+    ]
+    other = ws.clone()
+    assert trees(other) == trees(ws.tree) and len(trees(ws.tree)) == 5
+    assert subjects(other) == subjects(ws.tree)
+    message = ws.sync(tree=old)  # the teammate pulls
+    print(message)
+    assert "0002-Core-Code-and-its-test.patch: dropped from the series" in message
+    assert "0003-Test-Its-test.patch: only in the series" in message
+    assert trees(old) == trees(ws.tree)
+
+
+def test_a_hand_reordered_series_is_synced_and_renumbered(ws):
+    ws.series_of(*THREE)
+    old_head = head(ws.tree)
+    swap_second_and_third(ws.patches)
+    message = ws.sync()
+    print(message)
+    assert "reordered in the series" in message
+    assert subjects(ws.tree) == ["[Core] First", "[Core] Third", "[Core] Second"]
+    assert head(ws.tree, message.rsplit("branch ", 1)[1].rstrip(".")) == old_head
+    refused(lambda: ws.export(check=True))  # the numbers are stale
+    message = ws.export()
+    print(message)
+    assert "0003-Core-Third.patch -> 0002-Core-Third.patch: renumbered" in message
+    assert "removed from the series" not in message
+    assert "is what export writes (3 patches)" in ws.export(check=True)
+
+
+def test_a_dropped_patch_renumbers_the_ones_after_it(ws):
+    ws.series_of(*THREE)
+    edit_series(ws.tree, "sed -i 1s/^pick/drop/")
+    message = ws.export()
+    print(message)
+    assert "0002-Core-Second.patch -> 0001-Core-Second.patch: renumbered" in message
+    assert "0003-Core-Third.patch -> 0002-Core-Third.patch: renumbered" in message
+    assert "0001-Core-First.patch: removed from the series" in message
+    assert message.count("removed from the series") == 1
+
+
+def test_a_hand_renamed_patch_is_reported_as_renamed(ws):
+    ws.series_of(*THREE)
+    git(ws.patches, "mv", "0002-Core-Second.patch", "0002-second.patch")
+    series = ws.patches / "series"
+    series.write_text(series.read_text().replace("0002-Core-Second", "0002-second"))
+    commit_series(ws.patches)
+    assert "up to date" in ws.sync()
+    message = refused(lambda: ws.export(check=True))
+    assert "0002-second.patch -> 0002-Core-Second.patch: renamed" in message
+    assert "removed from the series" not in message
+
+
+def test_export_check_names_stale_patches_and_writes_nothing(ws):
+    ws.series_of(*THREE)
+    assert "is what export writes (3 patches)" in ws.export(check=True)
+    stale = ws.patches / "0002-Core-Second.patch"
+    stale.write_text(stale.read_text().replace("@@ -1,2 +1,2 @@", "@@ -3,2 +3,2 @@"))
+    before = ws.snapshot()
+    assert "up to date" in ws.sync()  # git patch-id ignores line numbers
+    message = refused(lambda: ws.export(check=True))
+    assert "(1 differ)" in message
+    assert "0002-Core-Second.patch: the same change, rewritten" in message
+    assert ws.snapshot() == before
+    assert EXPORT_CHECK in all_checks() and EXPORT_CHECK.gates_test
+
+
+def test_a_hand_edited_message_line_is_named_then_synced(ws):
+    ws.series_of(*THREE)
+    second = ws.patches / "0002-Core-Second.patch"
+    signed = f"Signed-off-by: {PERSON}"
+    reviewed = f"Reviewed-by: Re Viewer <re@example.invalid>\n{signed}"
+    second.write_text(second.read_text().replace(signed, reviewed, 1))
+    edited = ws.snapshot()
+    message = refused(lambda: ws.export(check=True))
+    assert "0002-Core-Second.patch: changed in the series" in message
+    assert ws.snapshot() == edited
+    message = ws.sync()
+    assert "0002-Core-Second.patch: changed in the series" in message
+    assert reviewed in git(ws.tree, "log", "-1", "--format=%B", "HEAD~1").stdout
+    assert "is what export writes (3 patches)" in ws.export(check=True)
+    assert ws.snapshot() == edited
+
+
+def test_export_warns_about_two_patches_with_one_subject(ws):
+    ws.series_of(*THREE[:2])
+    commit(ws.tree, "mini/util.py", "def double(x):\n    return x * 2  # again\n",
+           "[Core] Second")  # fmt: skip
+    message = ws.export()
+    assert "0002-Core-Second.patch and 0003-Core-Second.patch have one subject" in (
+        message
+    )

@@ -1,0 +1,281 @@
+"""`sync`: the fork built from the verified base and the series, refusing a
+base or a patch file it cannot trust; the tool's own git commands."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from fork_fixture import (
+    AUTHOR,
+    PERSON,
+    SUBJECTS,
+    THREE,
+    clean,
+    commit,
+    git,
+    head,
+    make_pins,
+    refusal,
+    refused,
+    subjects,
+    trees,
+)
+
+from forktool import pins
+from forktool.errors import ConflictError, ForkToolError
+from forktool.git import NEUTRAL
+from forktool.pins import Artifact, sha256_of
+
+TRIPLE = "def double(x):\n    return 2 * x\n\n\ndef triple(x):\n    return 3 * x\n"
+
+
+def test_sync_materialises_the_base_and_is_idempotent(ws):
+    assert "materialised" in ws.sync()
+    assert git(ws.tree, "rev-list", "--count", "HEAD").stdout.strip() == "1"
+    assert git(ws.tree, "describe", "--tags").stdout.strip() == "base"
+    tracked = git(ws.tree, "ls-files").stdout.split()
+    assert "mini/rocm_hip.py" in tracked and "PKG-INFO" not in tracked
+    assert clean(ws.tree)
+    # Ownership normalised: git accepts the tree without safe.directory.
+    assert (ws.tree / "mini" / "__init__.py").stat().st_uid != 1000
+    before = head(ws.tree)
+    assert "up to date" in ws.sync()
+    assert head(ws.tree) == before
+
+
+def test_a_rebuilt_fork_exports_the_same_bytes(ws):
+    ws.sync()
+    commit(ws.tree, "mini/__init__.py", "VALUE = 2\n", "[Core] Bump VALUE")
+    commit(ws.tree, "mini/util.py", "def double(x):\n    return x + x\n", "Add twice")
+    ws.export()
+    exported = ws.snapshot()
+    assert ws.names() == ["0001-Core-Bump-VALUE.patch", "0002-Add-twice.patch"]
+    shutil.rmtree(ws.tree)
+    assert "base + 2 patches" in ws.sync()
+    assert "0 written, 0 removed" in ws.export()
+    assert ws.snapshot() == exported
+    assert "up to date" in ws.sync()
+    subject = git(ws.tree, "log", "-1", "--format=%s", "HEAD~1").stdout.strip()
+    assert subject == "[Core] Bump VALUE"
+
+
+SHA256 = {  # the pinned sha256, the one the index publishes, what the refusal says
+    "the pin is wrong": ("1" * 64, "file's", "pins.toml is wrong: the file has the"
+                         " sha256 the index publishes"),
+    "the pin is the wheel's": ("2" * 64, "file's", "pins.toml gives mini-0.1.tar.gz "
+                               "the sha256 of mini-0.1-py3-none-any.whl: a slip"),
+    "the file is damaged": (None, "pinned", "The file is damaged: pins.toml has the"
+                            " sha256 the index publishes. Delete {cached} and run"),
+    "which cannot be told": ("1" * 64, None, "Which is wrong cannot be told (the "
+                             "index could not be asked)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", SHA256)
+def test_a_sha256_mismatch_unpacks_nothing_and_says_which_side_is_wrong(
+    ws, monkeypatch, tmp_path, capsys, case
+):
+    ws.series_of(*THREE)
+    shutil.rmtree(ws.tree.parent)  # a fresh clone
+    pin, published, said = SHA256[case]
+    cached = Path(os.environ["VLLM_FORK_CACHE"]) / "downloads" / "mini-0.1.tar.gz"
+    served = tmp_path / "served.tar.gz"
+    shutil.copy(cached, served)
+    if pin is None:  # the download was cut short
+        pin = ws.pins.sdist.sha256
+        cached.write_bytes(served.read_bytes()[: served.stat().st_size // 2])
+    actual = sha256_of(cached)
+    index = {"file's": actual, "pinned": pin, None: None}[published]
+    url = served.as_uri()
+    monkeypatch.setattr(pins, "_index", lambda p: {cached.name: (url, index)})
+    wheel = Artifact("mini-0.1-py3-none-any.whl", "2" * 64)
+    bad = ws._replace(pins=make_pins(Artifact(cached.name, pin), wheel))
+    message = refused(bad.sync)
+    mismatch = f"for {cached}: pins.toml says {pin}, the file has {actual}."
+    assert f"sha256 mismatch {mismatch} Nothing was unpacked." in message
+    assert said.format(cached=cached) in message
+    says_delete = f"delete {cached}".lower() in message.lower()
+    assert says_delete == (case in ("the file is damaged", "which cannot be told"))
+    assert cached.exists() and not ws.tree.parent.exists()
+    if case == "the file is damaged":  # followed: delete it, run again
+        cached.unlink()
+        capsys.readouterr()
+        assert "base + 3 patches" in bad.sync()
+        assert "downloading mini-0.1.tar.gz" in capsys.readouterr().out
+        assert cached.read_bytes() == served.read_bytes()
+        assert subjects(ws.tree) == SUBJECTS
+
+
+def test_a_patch_that_does_not_apply_gets_one_message(ws):
+    ws.sync()
+    commit(ws.tree, "mini/__init__.py", "VALUE = 2\n", "Good")
+    commit(ws.tree, "mini/util.py", "def double(x):\n    return x << 1\n", "Bad")
+    ws.export()
+    bad = ws.patches / "0002-Bad.patch"  # its context disagrees with the base
+    bad.write_text(bad.read_text().replace("2 * x", "3 * x"))
+    shutil.rmtree(ws.tree)
+    message = refused(ws.sync)
+    assert "patch 2 of 2 in the series does not apply: 0002-Bad.patch" in message
+    assert "conflicting: mini/util.py" in message
+    assert f"git -C {ws.tree} am -3 --keep-non-patch {bad}" in message
+    assert "Patch failed at" not in message  # git's own text is in the log
+    log = ws.tree.parent / "logs" / "sync-git-am.log"
+    assert f"git's output: {log}" in message and "Patch failed at" in log.read_text()
+    assert not (ws.tree / ".git" / "rebase-apply").exists() and clean(ws.tree)
+    assert git(ws.tree, "log", "-1", "--format=%s").stdout.strip() == "Good"
+    # Nothing is lost by the half-built fork: export refuses to drop the patch.
+    with pytest.raises(ForkToolError, match="0002-Bad.patch: not applied yet"):
+        ws.export()
+
+
+HAND_EDITS = {  # patch 2, a line of its file, that line edited by hand
+    "a hunk header counting too few lines": (
+        ("mini/util.py", TRIPLE, "[Core] Triple"),
+        "@@ -1,2 +1,6 @@",
+        "@@ -1,2 +1,4 @@",
+    ),
+    "a + line": (THREE[1], "+    return x * 2", "+    return x * 4"),
+}
+
+
+@pytest.mark.parametrize("edit", HAND_EDITS)
+def test_a_patch_that_applies_other_content_than_it_names_is_refused(ws, edit):
+    second, line, edited = HAND_EDITS[edit]
+    ws.series_of(THREE[0], second, THREE[2])
+    old_head = head(ws.tree)
+    name = next(p for p in ws.snapshot() if p.startswith("0002-"))
+    patch = ws.patches / name
+    patch.write_text(patch.read_text().replace(line, edited))
+    for fork in (ws.tree, ws.tree.parent.parent / "fresh" / "mini"):  # a new clone's
+        error = refusal(lambda fork=fork: ws.sync(tree=fork))
+        assert error.status == 1
+        said = f"applied other content than it names, refused: {name}\n  mini/util.py"
+        assert f"patch 2 of 3 in the series {said}: became" in str(error)
+        assert "a `+` or `-` line changed" in str(error)
+        assert subjects(fork) == ["[Core] First"] and clean(fork)
+    assert old_head in git(ws.tree, "rev-parse", "--branches=backup/").stdout
+    git(ws.patches, "checkout", "--", ".")  # `git checkout patches`
+    assert "applied 2 patches" in ws.sync()
+    assert head(ws.tree) != old_head
+    assert trees(ws.tree)[-1] == head(ws.tree, f"{old_head}^{{tree}}")
+    assert "is what export writes (3 patches)" in ws.export(check=True)
+
+
+UNREADABLE = {  # what patch 2's file becomes, what the refusal says of it
+    "conflict markers": (
+        lambda text: text.replace(
+            "-    return 2 * x", "<<<<<<< ours\n-    return 2 * x\n=======\n>>>>>>> x"
+        ),
+        r"corrupt patch at line (\d+)",
+    ),  # fmt: skip
+    "empty": (lambda text: "", r"git cannot tell its format \(0 bytes\)()"),
+}
+
+
+@pytest.mark.parametrize("case", UNREADABLE)
+def test_a_patch_file_git_cannot_read_is_named(ws, case):
+    ws.series_of(*THREE[:2])
+    edit, said = UNREADABLE[case]
+    bad = ws.patches / "0002-Core-Second.patch"
+    text = edit(bad.read_text())
+    bad.write_text(text)
+    shutil.rmtree(ws.tree)
+    error = refusal(ws.sync)
+    assert not isinstance(error, ConflictError)
+    unreadable = "cannot be read by git: 0002-Core-Second.patch"
+    assert f"patch 2 of 2 in the series {unreadable}" in str(error)
+    named = re.search(said, str(error))
+    assert named, str(error)
+    if named.group(1):  # the line git names is one the markers left
+        line = text.splitlines()[int(named.group(1)) - 1]
+        assert line.startswith(("<<<<<<<", "=======", ">>>>>>>"))
+
+
+def test_commits_carry_their_authors_identity(ws):
+    ws.series_of(THREE[0])
+    config = git(ws.tree, "config", "--local", "--list").stdout
+    assert "user.name" not in config and "user.email" not in config
+    log = git(ws.tree, "log", "--format=%an <%ae>|%cn <%ce>").stdout.splitlines()
+    assert log == [f"{PERSON}|{PERSON}", f"{AUTHOR}|{AUTHOR}"]
+    # A fork made by an earlier version of the tool loses the tool's identity.
+    git(ws.tree, "config", "user.name", "Test Project")
+    git(ws.tree, "config", "user.email", "test-project@noreply.invalid")
+    ws.sync()
+    assert "user." not in git(ws.tree, "config", "--local", "--list").stdout
+    # Rebuilt by the tool: the author stays the person, the tool commits it.
+    shutil.rmtree(ws.tree)
+    ws.sync()
+    log = git(ws.tree, "log", "-1", "--format=%an <%ae>|%cn <%ce>").stdout
+    assert log.strip() == f"{PERSON}|{AUTHOR}"
+
+
+def test_a_rebuild_applies_a_pure_rename(ws):
+    """A rename has no `index` line; the staging worktree still checks it out."""
+    ws.sync()
+    git(ws.tree, "mv", "mini/util.py", "mini/helpers.py")
+    git(ws.tree, "commit", "-qm", f"[Misc] Rename\n\nSigned-off-by: {PERSON}")
+    ws.export()
+    commit(ws.tree, "LOCAL.md", "x\n", "[Doc] Local")
+    assert "rebuilt" in ws.sync(force=True)
+    assert (ws.tree / "mini" / "helpers.py").exists()
+    assert not (ws.tree / "mini" / "util.py").exists()
+
+
+def test_signing_and_hooks_of_the_user_leave_the_tools_commits_alone(ws, tmp_path):
+    ws.series_of(*THREE)
+    ids = git(ws.clone("plain"), "log", "--format=%H").stdout
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    for hook in ("pre-commit", "commit-msg", "applypatch-msg", "post-checkout"):
+        (hooks / hook).write_text('#!/bin/sh\necho hooked >> "$1"\nexit 1\n')
+        (hooks / hook).chmod(0o755)
+    config = Path(os.environ["GIT_CONFIG_GLOBAL"])
+    config.write_text(
+        config.read_text() + "[commit]\n\tgpgsign = true\n[gpg]\n\tprogram = false\n"
+        f"[core]\n\thooksPath = {hooks}\n[init]\n\ttemplateDir = {tmp_path}\n"
+        "[am]\n\tmessageid = true\n"
+    )
+    other = ws.clone()
+    assert git(other, "log", "--format=%H").stdout == ids
+    # People's own commits keep their settings: their hooks, their signing.
+    (other / "mini/extra.py").write_text("EXTRA = 2\n")
+    own = ["git", "-C", str(other), "commit", "-qam", "mine"]
+    hooked = subprocess.run(own, capture_output=True)
+    assert hooked.returncode != 0 and b"hooks/pre-commit" in hooked.stderr
+    signed = subprocess.run([*own, "--no-verify"], capture_output=True)
+    assert signed.returncode != 0 and b"gpg" in signed.stderr
+
+
+def test_the_tools_git_commands_start_no_gc(ws, monkeypatch):
+    assert "gc.auto=0" in NEUTRAL and "maintenance.auto=false" in NEUTRAL
+    ws.sync()
+    # Blobs all in .git/objects/17/: `git gc --auto` packs past 6700 / 256 there.
+    texts = (f"{i}\n".encode() for i in range(100000))
+    loose = [t for t in texts if hashlib.sha1(b"blob %d\0" % len(t) + t).hexdigest()
+             .startswith("17")][:30]  # fmt: skip
+    for i, data in enumerate(loose):
+        (ws.tree / f"mini/loose{i}.txt").write_bytes(data)
+    git(ws.tree, "add", "mini")
+    git(ws.tree, "commit", "-qsm", "[Core] Many objects")
+    ws.publish()
+    # A gc would run in the foreground, and pack every loose object.
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'gc.autodetach'='false'")
+    other = ws.clone()
+    counted = git(other, "count-objects", "-v").stdout.splitlines()
+    counts = dict(line.split(": ") for line in counted)
+    assert counts["packs"] == "0" and int(counts["count"]) > 30
+    assert not (other / ".git" / "gc.pid").exists()
+
+
+def test_git_commands_are_traced(ws, monkeypatch, capsys):
+    monkeypatch.setenv("FORKTOOL_TRACE_GIT", "1")
+    ws.sync()
+    traced = capsys.readouterr().err
+    assert "+ " in traced and " am " not in traced
+    assert "commit.gpgSign=false" in traced and "init -q --template=" in traced
