@@ -1,9 +1,13 @@
-"""The pinned base (pins.toml) and its verified downloads."""
+"""The pinned base (pins.toml), checked against what it names, and its
+verified downloads."""
 
 from __future__ import annotations
 
+import email.parser
 import hashlib
+import re
 import shutil
+import tarfile
 import tempfile
 import tomllib
 import urllib.request
@@ -14,6 +18,23 @@ from forktool import uv
 from forktool.cache import cache_dir
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
+
+KEYS = {
+    "": ("base", "fork", "venv"),
+    "base": ("project", "version", "generated", "sdist", "wheel"),
+    "base.sdist": ("filename", "sha256"),
+    "base.wheel": ("filename", "sha256"),
+    "fork": ("author",),
+    "venv": ("python", "platform", "pip", "uv", "constraints", "build", "test"),
+}
+"""Each table of pins.toml and the keys it takes."""
+VERSION = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
+"""A release's version (PEP 440, without epoch or local part)."""
+MOVE = (
+    "a move to another release sets [base] version and the filename and sha256 "
+    "of [base.sdist] and [base.wheel] together (README, Move to a new vLLM "
+    "release); nothing was changed"
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +69,8 @@ class Pins:
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise ForkToolError(f"cannot read {path}: {e}") from None
 
+        _refuse_unknown_keys(data, path)
+
         def need(dotted: str):
             value = data
             for key in dotted.split("."):
@@ -59,7 +82,7 @@ class Pins:
         def artifact(kind: str) -> Artifact:
             return Artifact(need(f"base.{kind}.filename"), need(f"base.{kind}.sha256"))
 
-        return cls(
+        pins = cls(
             project=need("base.project"),
             version=need("base.version"),
             generated=tuple(need("base.generated")),
@@ -74,10 +97,72 @@ class Pins:
             python=need("venv.python"),
             platform=need("venv.platform"),
         )
+        pins.check_filenames(path)
+        return pins
+
+    def check_filenames(self, path: Path) -> None:
+        """Refuse a version that is not one, or sdist and wheel file names
+        of another project or version than [base] names."""
+        if not VERSION.fullmatch(self.version):
+            raise ForkToolError(
+                f"{path}: [base] version {self.version!r} is not a release's "
+                'version; set it to one, e.g. version = "0.33.0"'
+            )
+        stem = f"{re.sub(r'[-_.]+', '_', self.project).lower()}-{self.version}"
+        wheel = self.wheel.filename
+        for table, name, form, ok in (
+            ("base.sdist", self.sdist.filename, f"{stem}.tar.gz", None),
+            ("base.wheel", wheel, f"{stem}-<tags>.whl", wheel.startswith(f"{stem}-")),
+        ):
+            if not (name == form if ok is None else ok and name.endswith(".whl")):
+                raise ForkToolError(
+                    f"{path}: [{table}] filename is {name}, not a file of "
+                    f"[base] {self.project} {self.version} ({form}): {MOVE}"
+                )
 
     @property
     def requirement(self) -> str:
         return f"{self.project}=={self.version}"
+
+
+def _refuse_unknown_keys(data: dict, path: Path) -> None:
+    for table, keys in KEYS.items():
+        found = data
+        for part in filter(None, table.split(".")):
+            found = found.get(part, {}) if isinstance(found, dict) else {}
+        unknown = sorted(set(found) - set(keys)) if isinstance(found, dict) else []
+        if unknown:
+            where = f"[{table}]" if table else "the top level"
+            raise ForkToolError(
+                f"{path}: unknown key {unknown[0]!r} in {where}, which takes "
+                f"{', '.join(keys)}; correct or remove it"
+            )
+
+
+def sdist_release(path: Path) -> tuple[str, str]:
+    """The project name and version the sdist's PKG-INFO gives."""
+    with tarfile.open(path) as tar:
+        for member in tar:
+            if member.name.count("/") == 1 and member.name.endswith("/PKG-INFO"):
+                data = tar.extractfile(member)
+                text = data.read().decode() if data else ""
+                headers = email.parser.HeaderParser().parsestr(text)
+                return headers.get("Name", ""), headers.get("Version", "")
+    return "", ""
+
+
+def fetch_sdist(pins: Pins) -> Path:
+    """The verified sdist, refused when its PKG-INFO names another project or
+    version than pins.toml."""
+    sdist = fetch(pins, pins.sdist)
+    name, version = sdist_release(sdist)
+    normal = [re.sub(r"[-_.]+", "-", n).lower() for n in (name, pins.project)]
+    if normal[0] != normal[1] or version != pins.version:
+        raise ForkToolError(
+            f"{sdist} is {name or '?'} {version or '?'} (its PKG-INFO), not "
+            f"[base] {pins.project} {pins.version} of pins.toml: {MOVE}"
+        )
+    return sdist
 
 
 def sha256_of(path: Path) -> str:

@@ -12,7 +12,7 @@ from forktool import hfcache, lock, process, sync
 from forktool.checks import Context
 from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, fetch, uv_binary
+from forktool.pins import Pins, fetch_sdist, uv_binary
 from forktool.pytest_runner import Runner, test_env
 from forktool.results import Measured
 from forktool.selection import Selection
@@ -27,7 +27,7 @@ def sync_fork(pins: Pins, force: bool = False) -> None:
         f"The pristine {pins.sdist.filename}, sha256 {pins.sdist.sha256}.\n"
     )
     register_clone()
-    sdist = lambda: fetch(pins, pins.sdist)  # noqa: E731
+    sdist = lambda: fetch_sdist(pins)  # noqa: E731
     print(
         sync.sync(
             LAYOUT.fork,

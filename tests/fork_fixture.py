@@ -28,7 +28,7 @@ MESSAGE = "mini 0.1\n"
 GENERATED = ("PKG-INFO",)
 BASE_FILES = {
     ".gitignore": "*.so\n*_hip*\n",
-    "PKG-INFO": "Name: mini\n",
+    "PKG-INFO": "Name: mini\nVersion: 0.1\n",
     "mini/rocm_hip.py": "# ignored by .gitignore, shipped anyway\n",
     "mini/__init__.py": "VALUE = 1\n",
     "mini/util.py": "def double(x):\n    return 2 * x\n",

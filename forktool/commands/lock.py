@@ -21,8 +21,9 @@ COMMAND = Command(
     "pinned wheel's metadata, pip, the build and test requirements, under "
     "pins.toml's constraints) with `uv pip compile --generate-hashes` for the "
     "pinned Python and platform, and write venv.lock with a digest of the pins "
-    "it was resolved from; commit it with pins.toml. Every other command "
-    "refuses pins changed since. Writes: venv.lock only.",
+    "it was resolved from; commit it with pins.toml. `install` (so `setup` "
+    "and `test`) refuses pins changed since; `sync` and `export` need no "
+    "venv and do not check it. Writes: venv.lock only.",
     run,
     locks=False,
 )
