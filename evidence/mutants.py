@@ -104,35 +104,57 @@ def _negated(value: ast.expr) -> str:
     return f"not ({ast.unparse(value)})"
 
 
-def _points(
-    node: ast.expr | ast.stmt,
-) -> Iterator[tuple[ast.expr | ast.stmt, str, str]]:
-    """(the node to replace, the replacement's source, what the mistake is)."""
+Point = tuple[ast.expr | ast.stmt, str, str]
+"""A mutation point: the node to replace, the replacement's source, what the
+mistake is."""
+
+
+def _bool_op_points(node: ast.BoolOp) -> Iterator[Point]:
+    """`and`/`or` swapped, and each operand dropped."""
+    other, what = _swap(node.op)
+    yield node, f"({ast.unparse(ast.BoolOp(other, node.values))})", what
+    for i, value in enumerate(node.values):
+        rest = [*node.values[:i], *node.values[i + 1 :]]
+        kept = rest[0] if len(rest) == 1 else ast.BoolOp(node.op, rest)
+        yield node, f"({ast.unparse(kept)})", f"{ast.unparse(value)} dropped"
+
+
+def _pair_points(node: ast.Tuple) -> Iterator[Point]:
+    """Each element of a pair dropped."""
+    for i, elt in enumerate(node.elts):
+        pair = ast.Tuple([*node.elts[:i], *node.elts[i + 1 :]], ast.Load())
+        yield node, ast.unparse(pair), f"{ast.unparse(elt)} dropped"
+
+
+def _compare_points(node: ast.Compare) -> Iterator[Point]:
+    """Each comparison operator swapped for its opposite."""
+    for i, op in enumerate(node.ops):
+        other, what = _swap(op)
+        ops = [*node.ops[:i], other, *node.ops[i + 1 :]]
+        swapped = ast.Compare(node.left, ops, node.comparators)
+        yield node, f"({ast.unparse(swapped)})", what
+
+
+def _return_points(value: ast.expr) -> Iterator[Point]:
+    """The returned value replaced by None (unless it is None), and negated."""
+    if not (isinstance(value, ast.Constant) and value.value is None):
+        yield value, "None", "returns None"
+    yield value, _negated(value), "returns its negation"
+
+
+def _expression_points(node: ast.expr) -> Iterator[Point]:
+    """The mistakes in an expression."""
     match node:
-        case ast.BoolOp(op=bool_op, values=values):
-            other_bool, what = _swap(bool_op)
-            yield node, f"({ast.unparse(ast.BoolOp(other_bool, values))})", what
-            for i, value in enumerate(values):
-                rest = [*values[:i], *values[i + 1 :]]
-                kept = rest[0] if len(rest) == 1 else ast.BoolOp(bool_op, rest)
-                yield node, f"({ast.unparse(kept)})", f"{ast.unparse(value)} dropped"
+        case ast.BoolOp():
+            yield from _bool_op_points(node)
         case ast.Tuple(elts=elts, ctx=ast.Load()) if len(elts) == 2:
-            for i, elt in enumerate(elts):
-                pair = ast.Tuple([*elts[:i], *elts[i + 1 :]], ast.Load())
-                yield node, ast.unparse(pair), f"{ast.unparse(elt)} dropped"
+            yield from _pair_points(node)
         case ast.BinOp(op=ast.Add(), right=right) if not isinstance(
             right, ast.Constant
         ):
             yield right, f"({ast.unparse(right)}) // 2", "added term halved"
-        case ast.If(body=[ast.Continue() | ast.Break() | ast.Return()], orelse=[]):
-            yield node, "pass", "guard deleted"
-        case ast.Compare(left=left, ops=ops, comparators=comparators):
-            for i, cmp_op in enumerate(ops):
-                other_cmp, what = _swap(cmp_op)
-                swapped = ast.Compare(
-                    left, [*ops[:i], other_cmp, *ops[i + 1 :]], comparators
-                )
-                yield node, f"({ast.unparse(swapped)})", what
+        case ast.Compare():
+            yield from _compare_points(node)
         case ast.UnaryOp(op=ast.Not(), operand=operand):
             yield node, f"({ast.unparse(operand)})", "not dropped"
         case ast.Call(func=ast.Name(id="any" | "all") as func):
@@ -142,6 +164,13 @@ def _points(
             yield node, str(not value), f"{value} -> {not value}"
         case ast.Constant(value=int() | float() as value):
             yield node, repr(value + 1), f"{value!r} -> {value + 1!r}"
+
+
+def _statement_points(node: ast.stmt) -> Iterator[Point]:
+    """The mistakes in a statement: deleted, or its returned value replaced."""
+    match node:
+        case ast.If(body=[ast.Continue() | ast.Break() | ast.Return()], orelse=[]):
+            yield node, "pass", "guard deleted"
         case ast.Assign() | ast.AnnAssign() | ast.AugAssign():
             yield node, "pass", "assignment deleted"
         case ast.Raise():
@@ -149,9 +178,14 @@ def _points(
         case ast.Assert():
             yield node, "pass", "assert deleted"
         case ast.Return(value=ast.expr() as value):
-            if not (isinstance(value, ast.Constant) and value.value is None):
-                yield value, "None", "returns None"
-            yield value, _negated(value), "returns its negation"
+            yield from _return_points(value)
+
+
+def _points(node: ast.expr | ast.stmt) -> Iterator[Point]:
+    """(the node to replace, the replacement's source, what the mistake is)."""
+    if isinstance(node, ast.expr):
+        return _expression_points(node)
+    return _statement_points(node)
 
 
 def _splice(source: str, node: ast.expr | ast.stmt, text: str) -> str:

@@ -232,3 +232,37 @@ def test_the_server_swaps_the_code_of_live_functions(
     assert not check(loaded)
     with pytest.raises(LookupError):  # no function g: the mutant runs afresh
         pytest_server.swap({**request, "qualname": "g"})
+
+
+def test_the_other_operators_and_what_they_leave_alone():
+    """In a class body and a default too (they run at import, in the same fresh
+    pytest as any other mutant)."""
+    source = (
+        "class K:\n"
+        "    flag: bool = False\n"
+        "\n"
+        "    def m(self, items, x=0.5):\n"
+        "        a, b = items\n"
+        "        a += x + 1\n"
+        "        while all(i is not b for i in items) or a not in b:\n"
+        "            if a is None:\n"
+        "                break\n"
+        "        return None\n"
+    )
+    assert found(source, set(range(1, 11))) == [
+        (2, "assignment deleted"),
+        (2, "False -> True"),
+        (4, "0.5 -> 1.5"),
+        (5, "assignment deleted"),  # an unpacking target is no pair to drop from
+        (6, "assignment deleted"),
+        (6, "1 -> 2"),  # a constant term is not halved
+        (7, "or -> and"),
+        (7, "all((i is not b for i in items)) dropped"),
+        (7, "a not in b dropped"),
+        (7, "all -> any"),
+        (7, "is not -> is"),
+        (7, "not in -> in"),
+        (8, "guard deleted"),
+        (8, "is -> is not"),
+        (10, "returns its negation"),  # None is not replaced by None
+    ]
