@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from evidence_fixture import new_repo
 
 from evidence import ci_collect, ci_impact, ci_steps
-from forktool import process
 from forktool.layout import Layout
 
 needs_pytest_expression = pytest.mark.skipif(
@@ -22,6 +22,8 @@ PARAMS = ["mp-first", "mp-last", "ray-first", "ray-last"]
 # The keywords pytest gives each item: its name, module, directories, markers.
 PARENTS = {"test_pipeline_parallel.py", "distributed", "tests", "parametrize"}
 ITEMS = {f"{NAME}[{p}]": frozenset({f"{NAME}[{p}]", *PARENTS}) for p in PARAMS}
+AMD, NVIDIA = ci_steps.AMD, ci_steps.NVIDIA
+WORKER = "vllm/v1/worker/gpu/"
 
 
 @pytest.mark.parametrize(
@@ -81,7 +83,7 @@ def pp_doc(**mirror: object) -> dict:
         "key": "pp",
         "optional": True,
         "device": "l4",
-        "source_file_dependencies": ["vllm/distributed/", "vllm/v1/worker/gpu/"],
+        "source_file_dependencies": ["vllm/distributed/", WORKER],
         "commands": [f"pytest -v -s {PP}"],
         "mirror": {"amd": {"device": "mi250_4", "optional": False, **mirror}},
     }
@@ -91,18 +93,10 @@ def pp_doc(**mirror: object) -> dict:
 def test_a_mirror_takes_its_own_entries_then_its_parents():
     doc = pp_doc(source_file_dependencies=["vllm/distributed/", "tests/distributed/"])
     nvidia, amd = ci_steps.job_steps(doc, "d.yaml")
-    assert (nvidia.pipeline, nvidia.key, nvidia.optional) == (
-        ci_steps.NVIDIA,
-        "pp",
-        True,
-    )
-    assert (amd.pipeline, amd.key, amd.optional) == (ci_steps.AMD, "amd-pp", False)
-    assert amd.deps == [
-        "vllm/distributed/",
-        "tests/distributed/",
-        "vllm/v1/worker/gpu/",
-    ]
-    assert amd.inherited == ("vllm/v1/worker/gpu/",)
+    assert (nvidia.pipeline, nvidia.key, nvidia.optional) == (NVIDIA, "pp", True)
+    assert (amd.pipeline, amd.key, amd.optional) == (AMD, "amd-pp", False)
+    assert amd.deps == ["vllm/distributed/", "tests/distributed/", WORKER]
+    assert amd.inherited == (WORKER,)
     assert amd.commands == nvidia.commands  # none of its own: the parent's
     changed = ["vllm/v1/worker/gpu/model_runner.py"]
     assert ci_steps.triggers(amd.deps, changed)  # only through the parent's entry
@@ -115,19 +109,16 @@ def test_a_mirror_without_entries_or_optional_inherits_them():
     doc = pp_doc(commands=["pytest -v -s distributed -k ray"])
     del doc["steps"][1]["mirror"]["amd"]["optional"]
     _, amd = ci_steps.job_steps(doc, "d.yaml")
-    assert amd.deps == ["vllm/distributed/", "vllm/v1/worker/gpu/"]
+    assert amd.deps == ["vllm/distributed/", WORKER]
     assert (amd.optional, amd.commands) == (True, ["pytest -v -s distributed -k ray"])
 
 
 def test_amd_gpu_steps_and_the_legacy_amd_yaml_are_amd():
     doc = {"steps": [{"key": "a", "device": "mi355_1"}, {"key": "c", "device": "h100"}]}
-    assert [s.pipeline for s in ci_steps.job_steps(doc, "x.yaml")] == [
-        ci_steps.AMD,
-        ci_steps.NVIDIA,
-    ]
+    assert [s.pipeline for s in ci_steps.job_steps(doc, "x.yaml")] == [AMD, NVIDIA]
     legacy = {"steps": [{"label": "PP", "agent_pool": "mi250_4", "command": "pytest"}]}
-    (step,) = ci_steps.job_steps(legacy, ci_steps.TEST_AMD_YAML, ci_steps.AMD)
-    assert (step.pipeline, step.key, step.commands) == (ci_steps.AMD, None, ["pytest"])
+    (step,) = ci_steps.job_steps(legacy, ci_steps.TEST_AMD_YAML, AMD)
+    assert (step.pipeline, step.key, step.commands) == (AMD, None, ["pytest"])
 
 
 def test_a_row_shows_each_revision_and_a_missing_step():
@@ -175,13 +166,18 @@ def test_k_is_evaluated_by_pytest_against_item_keywords(expr, expected):
     assert chosen == [f"{NAME}[{p}]" for p in expected]
 
 
-def test_node_selectors():
-    item = f"{NAME}[ray-last]"
-    assert ci_collect.node_selects(PP, item)
-    assert ci_collect.node_selects(f"{PP}::{NAME}", item)
-    assert ci_collect.node_selects(f"{PP}::{item}", item)
-    assert not ci_collect.node_selects(f"{PP}::{NAME}[mp-last]", item)
-    assert not ci_collect.node_selects(f"{PP}::test_pp", item)
+@pytest.mark.parametrize(
+    "selector, selects",
+    [
+        (PP, True),
+        (f"{PP}::{NAME}", True),
+        (f"{PP}::{NAME}[ray-last]", True),
+        (f"{PP}::{NAME}[mp-last]", False),
+        (f"{PP}::test_pp", False),
+    ],
+)
+def test_node_selectors(selector, selects):
+    assert ci_collect.node_selects(selector, f"{NAME}[ray-last]") is selects
 
 
 FORK = Path(__file__).resolve().parent.parent / "build" / "vllm"
@@ -205,7 +201,7 @@ FORK = Path(__file__).resolve().parent.parent / "build" / "vllm"
     ],
 )
 def test_collected_through_the_forks_parser(command, expected, flagged):
-    step = ci_steps.Step(ci_steps.NVIDIA, "x.yaml", {"commands": [command]}, "x")
+    step = ci_steps.Step(NVIDIA, "x.yaml", {"commands": [command]}, "x")
     tk = ci_collect.load_tethering(FORK)
     items, unevaluated = ci_collect.collected(step, f"tests/{PP}", ITEMS, tk)
     assert (len(items), unevaluated) == (expected, flagged)
@@ -215,16 +211,9 @@ def test_collected_through_the_forks_parser(command, expected, flagged):
 def test_keywords_are_collected_in_the_tree_through_the_runner(tmp_path, monkeypatch):
     """The items' `-k` keywords come from a --collect-only in the tree, run by
     the runner (its report beside its log), at the revision checked out."""
-    tree = tmp_path / "tree"
-    (tree / "tests").mkdir(parents=True)
-    (tree / "tests" / "test_pp.py").write_text(
-        "import pytest\n\n@pytest.mark.parametrize('backend', ['ray', 'mp'])\n"
-        "def test_pp(backend):\n    pass\n"
-    )
-    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
-    process.run([*git, "init", "-q"])
-    process.run([*git, "add", "."])
-    process.run([*git, "commit", "-q", "-m", "tests"])
+    test = "@pytest.mark.parametrize('backend', ['ray', 'mp'])\ndef test_pp(backend):"
+    text = f"import pytest\n\n{test}\n    pass\n"
+    tree = new_repo(tmp_path / "tree", {"tests/test_pp.py": text})
     monkeypatch.setattr(ci_collect, "LAYOUT", Layout(tmp_path))
 
     items = ci_collect.collect(tree, "HEAD", "tests/test_pp.py", sys.executable)

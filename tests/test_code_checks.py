@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from evidence_fixture import programs
 from venv_link import link_venv
 
 from evidence.pr import make as pr
@@ -14,15 +15,9 @@ from forktool.check_runs import all_checks
 from forktool.layout import Layout
 
 
-def fake_venv(tmp_path: Path, **programs: str) -> Path:
+def fake_venv(tmp_path: Path, **scripts: str) -> Path:
     """A venv whose bin/ holds each program as a shell script."""
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    for name, script in programs.items():
-        path = venv / "bin" / name
-        path.write_text(f"#!/bin/sh\n{script}\n")
-        path.chmod(0o755)
-    return venv
+    return programs(tmp_path / "venv" / "bin", **scripts).parent
 
 
 def test_ruff_and_mypy_gate_test_but_not_pr():

@@ -6,10 +6,12 @@ that passes only with patch 1's resolution, imported as `vllm serve` would."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
+from evidence_fixture import commit, new_repo, programs
 from venv_link import link_venv
 
 from evidence import checks, e2e
@@ -18,21 +20,17 @@ from forktool import check_runs, prepare, results
 from forktool.check_runs import all_checks
 from forktool.commands import command
 from forktool.errors import ForkToolError
-from forktool.git import git, identity
+from forktool.git import git
 from forktool.layout import Layout
 from forktool.pins import Pins
 from forktool.venv import COMPLETE
 
-AUTHOR = "t <t@t.invalid>"
 PATCH_1 = "[Bugfix][Core] Keep KV cache zeroing in scheduler and workers"
 PLANNING = "vllm/v1/core/kv_cache_planning.py"
 UTILS = "vllm/v1/core/kv_cache_utils.py"
 INTERFACE = "vllm/v1/kv_cache_interface.py"
 TEST = """\
-import os
-import subprocess
-import sys
-
+import os, subprocess, sys
 
 def test_pp_mixed_precision_kv_cache():
     # As `vllm serve` imports it: another process, started elsewhere.
@@ -43,7 +41,6 @@ def test_pp_mixed_precision_kv_cache():
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(os.getcwd()), run.stdout
 
-
 def test_unselected():
     assert False
 """
@@ -51,19 +48,9 @@ ARGS = ("tests/test_pp.py", "-k", "test_pp_mixed_precision_kv_cache")
 NODE = "tests/test_pp.py::test_pp_mixed_precision_kv_cache"
 
 
-def commit(fork: Path, files: dict[str, str], message: str) -> None:
-    for name, text in files.items():
-        (fork / name).parent.mkdir(parents=True, exist_ok=True)
-        (fork / name).write_text(text)
-    git(fork, "add", "-A")
-    git(fork, "commit", "-q", "-m", message, env=identity(AUTHOR))
-
-
 def tiny_fork(fork: Path) -> None:
     """base; patch 1: the OR, the scheduler's copy and a field; patch 2: the
     field's next line and another line of kv_cache_utils.py."""
-    fork.mkdir(parents=True)
-    git(fork, "init", "-q", "-b", "main")
     base = {
         ".gitignore": "*.so\n__pycache__/\n",
         "vllm/__init__.py": "",
@@ -72,21 +59,18 @@ def tiny_fork(fork: Path) -> None:
         INTERFACE: "class Spec:\n    pass\n",
         "tests/test_pp.py": TEST,
     }
-    commit(fork, base, "vllm 0.1")
-    git(fork, "tag", "base")
-    commit(
-        fork,
-        {
-            PLANNING: "ANY = True\n\n\ndef plan():\n    pass\n",
-            UTILS: "def configure():\n    copy = True\n\n\ndef other():\n    pass\n",
-            INTERFACE: "class Spec:\n    zeroing = True\n",
-        },
-        PATCH_1,
-    )
-    utils = "def configure():\n    copy = True\n\n\ndef other():\n    return 2\n"
-    interface = "class Spec:\n    zeroing = True\n    pages = 2\n"
-    patch_2 = "[Core] Zero only where bytes change precision"
-    commit(fork, {UTILS: utils, INTERFACE: interface}, patch_2)
+    commit(new_repo(fork), base, "vllm 0.1", tag="base")
+    patch_1 = {
+        PLANNING: "ANY = True\n\n\ndef plan():\n    pass\n",
+        UTILS: "def configure():\n    copy = True\n\n\ndef other():\n    pass\n",
+        INTERFACE: "class Spec:\n    zeroing = True\n",
+    }
+    commit(fork, patch_1, PATCH_1)
+    patch_2 = {
+        UTILS: "def configure():\n    copy = True\n\n\ndef other():\n    return 2\n",
+        INTERFACE: "class Spec:\n    zeroing = True\n    pages = 2\n",
+    }
+    commit(fork, patch_2, "[Core] Zero only where bytes change precision")
     (fork / "vllm" / "_C.abi3.so").write_bytes(b"\x7fELF")  # as install leaves it
 
 
@@ -110,13 +94,9 @@ def clone(tmp_path, monkeypatch) -> Layout:
 def fake_gpus(tmp_path: Path, monkeypatch, listed: str | None) -> None:
     """PATH only git and an nvidia-smi printing `listed` (None: no
     nvidia-smi), whatever this machine has."""
-    bin_dir = tmp_path / "fake-bin"
-    bin_dir.mkdir()
+    smi = {} if listed is None else {"nvidia-smi": f"printf '{listed}'"}
+    bin_dir = programs(tmp_path / "fake-bin", **smi)
     (bin_dir / "git").symlink_to(shutil.which("git") or "git")
-    if listed is not None:
-        smi = bin_dir / "nvidia-smi"
-        smi.write_text(f"#!/bin/sh\nprintf '{listed}'\n")
-        smi.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
 
 
@@ -124,22 +104,23 @@ ONE_GPU = "GPU 0: NVIDIA H200 (UUID: GPU-1)\\n  MIG 3g.71gb Device 0: (UUID: MIG
 TWO_GPUS = "GPU 0: NVIDIA H200 (UUID: GPU-1)\\nGPU 1: NVIDIA H200 (UUID: GPU-2)\\n"
 
 
-@pytest.mark.parametrize("listed, found", [(None, 0), (ONE_GPU, 1)])
-def test_fewer_than_two_gpus_are_refused_and_nothing_written(
-    clone, tmp_path, monkeypatch, listed, found
+@pytest.mark.parametrize(
+    "listed, said",
+    [
+        (None, "needs two GPUs and found 0 "),
+        (ONE_GPU, "needs two GPUs and found 1 "),
+        (TWO_GPUS, "run `python3 -m forktool setup` first"),  # the venv unfinished
+    ],
+)
+def test_too_few_gpus_or_no_setup_is_refused_and_nothing_written(
+    clone, tmp_path, monkeypatch, listed, said
 ):
     fake_gpus(tmp_path, monkeypatch, listed)
-    with pytest.raises(ForkToolError, match=f"needs two GPUs and found {found} "):
+    if listed == TWO_GPUS:
+        (clone.venv / COMPLETE).unlink()
+    with pytest.raises(ForkToolError, match=re.escape(said)):
         e2e.run(Pins.load(), checks.GPU_E2E)
     assert not clone.results.exists() and not clone.trees.exists()
-
-
-def test_a_clone_without_setup_is_refused(clone, tmp_path, monkeypatch):
-    fake_gpus(tmp_path, monkeypatch, TWO_GPUS)
-    (clone.venv / COMPLETE).unlink()
-    with pytest.raises(ForkToolError, match="run `python3 -m forktool setup` first"):
-        e2e.run(Pins.load(), checks.GPU_E2E)
-    assert not clone.results.exists()
 
 
 def test_only_patch_1s_hunks_of_the_resolution_are_reverted(clone):

@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from evidence_fixture import new_repo
+
+from forktool.git import git
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "fork_tests" / "gpu_zeroing_bench.py"
@@ -83,48 +86,28 @@ def fake_package(root: Path, name: str, body: str) -> None:
     (root / name / "__init__.py").write_text(body)
 
 
-def run_script(tmp_path: Path, fakes: Path, *args: str):
+def run_script(cwd: Path, fakes: Path, *args: str):
     env = {"PYTHONPATH": str(fakes), "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
+    command = [sys.executable, str(SCRIPT), *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
 
 
 @pytest.mark.parametrize(
     "fakes, reason",
     [
         ({"torch": "raise ImportError('no torch here')"}, "torch not installed"),
-        (
-            {
-                "torch": NO_CUDA,
-                "triton": "raise ImportError('no triton here')",
-            },
-            "triton not installed",
-        ),
-        (
-            {
-                "torch": NO_CUDA,
-                "triton": "",
-            },
-            "no CUDA device",
-        ),
+        ({"torch": NO_CUDA, "triton": "raise ImportError('no triton here')"},
+         "triton not installed"),
+        ({"torch": NO_CUDA, "triton": ""}, "no CUDA device"),
     ],
-)
+)  # fmt: skip
 def test_skips_with_the_reason_and_writes_nothing(tmp_path, fakes, reason):
     for name, body in fakes.items():
         fake_package(tmp_path / "fakes", name, body)
     results = tmp_path / "results"
+    source = str(carried(tmp_path))
     run = run_script(
-        tmp_path,
-        tmp_path / "fakes",
-        "run",
-        str(carried(tmp_path)),
-        "--results",
-        str(results),
+        tmp_path, tmp_path / "fakes", "run", source, "--results", str(results)
     )
     assert run.returncode == 0, run.stderr
     assert f"SKIP gpu-zeroing: {reason}" in run.stdout
@@ -147,18 +130,8 @@ def test_carry_refuses_what_is_not_a_fork_tree(tmp_path):
 
 
 def test_carry_copies_the_forks_file_and_names_its_tree(tmp_path):
-    fork = tmp_path / "fork"
-    utils = fork / "vllm" / "v1" / "worker" / "utils.py"
-    utils.parent.mkdir(parents=True)
-    utils.write_text(UTILS)
-    git = ["git", "-C", str(fork)]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    tree = subprocess.run(
-        [*git, "write-tree"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    ident = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run([*git, *ident, "commit", "-qm", "fork"], check=True)
+    fork = new_repo(tmp_path / "fork", {"vllm/v1/worker/utils.py": UTILS})
+    tree = git(fork, "rev-parse", "HEAD^{tree}").stdout.strip()
     dest = tmp_path / "carry"
     run = run_script(tmp_path, tmp_path, "carry", str(fork), str(dest))
     assert run.returncode == 0, run.stderr
@@ -187,9 +160,9 @@ def test_the_forks_zeroer_clears_exactly_its_blocks_in_the_interpreter(tmp_path)
     """The fork's kernel, as the script drives it, run by Triton on the CPU."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
+    args = [INTERPRETED, str(SCRIPT.parent), str(FORK_UTILS), str(tmp_path)]
     run = subprocess.run(
-        [sys.executable, "-c", INTERPRETED, str(SCRIPT.parent), str(FORK_UTILS)]
-        + [str(tmp_path)],
+        [sys.executable, "-c", *args],
         capture_output=True,
         text=True,
         env={**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""},

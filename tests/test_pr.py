@@ -1,12 +1,16 @@
-"""`forktool pr` against a synthetic fork and results set: no vLLM, no network."""
+"""`forktool pr` against a synthetic fork and results set: the description
+and what goes beside it, the refusals that write nothing, the sign-off, the
+failure evidence and the line budget. No vLLM, no network."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from pathlib import Path
 
 import pytest
-from pr_fixture import (
+from evidence_fixture import (
     NEUTRAL,
     SIGNER,
     bench_result,
@@ -17,124 +21,135 @@ from pr_fixture import (
     synthetic_results,
 )
 
+from evidence.matrix import EVIDENCE_FAILURES, failure_evidence
+from evidence.pr import description
 from evidence.pr import make as pr
 from forktool import results
 from forktool.check_runs import all_checks
 from forktool.errors import ForkToolError
 from forktool.git import git
+from forktool.pytest_outcomes import Result
+from forktool.pytest_runner import Runner
 from forktool.results import CheckResult
 
 
+class Kit:
+    """A small fork with every required result, and the kit it renders."""
+
+    def __init__(self, root: Path):
+        self.fork = mini_fork(root / "fork")
+        self.store, self.out = root / "results", root / "kit"
+        self.tree = results.fork_tree(self.fork)
+        synthetic_results(self.store, self.tree)
+
+    def make(self, **options) -> None:
+        make_kit(self.fork, self.store, self.out, **options)
+
+    def read(self, name: str) -> str:
+        return (self.out / f"{name}.md").read_text()
+
+
 @pytest.fixture
-def fork(tmp_path) -> Path:
-    return mini_fork(tmp_path / "fork")
+def kit(tmp_path) -> Kit:
+    return Kit(tmp_path)
 
 
-def test_renders_the_kit_from_a_results_set(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    synthetic_results(store, results.fork_tree(fork))
-    (fork / "REVIEW.md").write_text(
+DESCRIPTION = [
+    "| The series' regression tests (3 on both sides) | 1 passed, 2 failed "
+    "| 3 passed |",  # the same tests counted on both sides
+    "0001: 3 passed; 0002: 3 passed",
+    "| 1207 collected; not run, as every test passes on the fork | 1203 passed, 7 "
+    "skipped (3 added by the series, 0 lost) |",
+    "FAILED t::a - assert False is True",  # the base's failure
+    "not run: no 2 GPUs here", "-k test_pp_mixed", "Sign-off still to do",
+    "- [x] AI assistance was used", "- [ ] I ran the checklist skill.",
+    "#49623", "1. [Core] Keep zeroing",
+]  # fmt: skip
+EVIDENCE = [  # the fork's own checks, the tracebacks and the CI report
+    "### Runners assessed\n\nMRV2 read, not run.\n",
+    "copies of the decision (`fork_tests/`) | 1 failed | 1 passed |",
+    "0001: 1 passed; 0002: 1 passed",
+    "python3 -m forktool mutate",
+    "    E   assert False is True",  # the base's traceback
+    "3 passed (3 s)",  # the series' pass
+    "| --- | --- |\n| 1 | 2 |",  # the CI report, delimiters spaced
+    "Need 2 GPUs", "python3 -m forktool e2e",
+    "Benchmark: not measured",
+    "`__dict__` lookup) | 1 passed, 1 failed | 2 passed |",
+    "replace  ok  ok",  # the override table, as measured
+]  # fmt: skip
+
+
+def test_renders_the_kit_from_a_results_set(kit):
+    (kit.fork / "REVIEW.md").write_text(
         "# Review\n\n## Runners assessed\n\nMRV2 read, not run.\n\n## Next\n\nx\n"
     )
-    make_kit(fork, store, out)
-
-    text = (out / "description.md").read_text()
-    evidence = (out / "evidence.md").read_text()
+    kit.make()
+    text, evidence = kit.read("description"), kit.read("evidence")
     assert len(text.splitlines()) <= 120
-    assert "### Runners assessed\n\nMRV2 read, not run.\n" in evidence
+    assert [line for line in DESCRIPTION if line not in text] == []
+    assert [line for line in EVIDENCE if line not in evidence] == []
     for section in ("## Overview", "## Claims", "## Validation", "## Details"):
         assert text.count(section) == 1
-    assert "<!-- Evidence. -->" not in text
-    # The same tests counted on both sides.
-    assert (
-        "| The series' regression tests (3 on both sides) | 1 passed, 2 failed "
-        "| 3 passed |" in text
-    )
-    assert "0001: 3 passed; 0002: 3 passed" in text
-    assert "fork_tests/" not in text and "Differential planner fuzz" not in text
-    # The fork's own checks, the tracebacks and the CI report go beside it.
-    assert "copies of the decision (`fork_tests/`) | 1 failed | 1 passed |" in evidence
-    assert "0001: 1 passed; 0002: 1 passed" in evidence
-    assert "python3 -m forktool mutate" in evidence
-    assert (
-        "| 1207 collected; not run, as every test passes on the fork "
-        "| 1203 passed, 7 skipped (3 added by the series, 0 lost) |" in text
-    )
-    assert "FAILED t::a - assert False is True" in text  # the base's failure
-    assert "    E   assert False is True" in evidence  # and its traceback
-    assert "3 passed (3 s)" in evidence  # and the series' pass
-    assert "| --- | --- |\n| 1 | 2 |" in evidence  # the CI report, delimiters spaced
-    assert "not run: no 2 GPUs here" in text and "Need 2 GPUs" in evidence
-    assert "-k test_pp_mixed" in text and "python3 -m forktool e2e" in evidence
+    for absent in ("<!-- Evidence. -->", "fork_tests/", "Differential planner fuzz"):
+        assert absent not in text
     assert "forktool" not in text.partition("## Details")[0].partition("| Check")[2]
-    assert "Benchmark: not measured" in evidence
-    assert "`__dict__` lookup) | 1 passed, 1 failed | 2 passed |" in evidence
-    assert "replace  ok  ok" in evidence  # the override table, as measured
-    assert "Sign-off still to do" in text
-    assert "- [x] AI assistance was used" in text
-    assert "- [ ] I ran the checklist skill." in text
-    assert "#49623" in text and "1. [Core] Keep zeroing" in text
 
-    patches = sorted(p.name for p in (out / "series").iterdir())
+    patches = sorted(p.name for p in (kit.out / "series").iterdir())
     assert patches == [
         "0000-cover-letter.patch",
         "0001-Core-Keep-zeroing.patch",
         "0002-Test-Pin-it.patch",
     ]
-    cover = (out / "series" / "0000-cover-letter.patch").read_text()
+    cover = (kit.out / "series" / "0000-cover-letter.patch").read_text()
     assert "[PATCH 0/2] [Bugfix][Core] Keep KV cache zeroing" in cover
     assert "1203 passed" in cover and "<details>" not in cover
-    assert os.access(out / "apply-to-vllm.sh", os.X_OK)
-    assert (out / "preimages.pack").stat().st_size > 0
+    assert os.access(kit.out / "apply-to-vllm.sh", os.X_OK)
+    assert (kit.out / "preimages.pack").stat().st_size > 0
 
 
-def test_refuses_missing_results_and_writes_nothing(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    synthetic_results(store, results.fork_tree(fork))
-    (store / "pre-commit.json").unlink()
-    with pytest.raises(ForkToolError) as e:
-        make_kit(fork, store, out)
-    assert "pre-commit: no result; run `python3 -m forktool test`" in str(e.value)
-    assert not out.exists()
-
-    make_kit(fork, store, out, partial=True)
-    text = (out / "evidence.md").read_text()
-    assert "### Pre-commit\n\nnot measured." in text
+def over_budget(kit, monkeypatch):
+    monkeypatch.setattr(description, "LINE_BUDGET", 20)
 
 
-def test_refuses_stale_results_and_writes_nothing(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    synthetic_results(store, results.fork_tree(fork))
-    commit(fork, {"pkg/other.py": "X = 2\n"}, "[Core] More")
-    with pytest.raises(ForkToolError) as e:
-        make_kit(fork, store, out)
-    message = str(e.value)
-    assert "regression-matrix: stale" in message
-    assert "run `python3 -m forktool setup`" in message
-    assert "gpu-only: stale" in message
-    assert not out.exists()
+REFUSED = {  # what is done first, the make_kit options, what the refusal says
+    "a missing result": (lambda kit, mp: (kit.store / "pre-commit.json").unlink(),
+                         {}, ["pre-commit: no result; run `python3 -m forktool test`"]),
+    "stale results": (lambda kit, mp: commit(kit.fork, {"pkg/other.py": "X = 2\n"},
+                                             "[Core] More"),
+                      {}, ["regression-matrix: stale", "gpu-only: stale",
+                           "run `python3 -m forktool setup`"]),
+    "no fork": (lambda kit, mp: shutil.rmtree(kit.fork), {},
+                ["forktool setup.*forktool test"]),
+    "a signer without a name": (lambda kit, mp: None,
+                                {"signer": "jane@example.com"}, ["Name <email>"]),
+    "a description over the line budget": (over_budget, {},
+                                           [r"has \d+ lines, more than 20"]),
+}  # fmt: skip
 
 
-def test_no_fork_names_what_to_run(tmp_path):
-    with pytest.raises(ForkToolError, match="forktool setup.*forktool test"):
-        make_kit(tmp_path / "none", tmp_path / "results", tmp_path / "kit")
-    assert not (tmp_path / "kit").exists()
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_refused_kit_writes_nothing_and_says_why(kit, monkeypatch, case):
+    before, options, said = REFUSED[case]
+    before(kit, monkeypatch)
+    with pytest.raises(ForkToolError) as refused:
+        kit.make(**options)
+    for pattern in said:
+        assert re.search(pattern, str(refused.value)), pattern
+    assert not kit.out.exists()
+    if case == "a missing result":  # --partial renders it all the same
+        kit.make(partial=True)
+        assert "### Pre-commit\n\nnot measured." in kit.read("evidence")
 
 
-def test_signoff_resigns_the_kit_only(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    synthetic_results(store, results.fork_tree(fork))
-    with pytest.raises(ForkToolError, match="Name <email>"):
-        make_kit(fork, store, out, signer="jane@example.com")
-    assert not out.exists()
-    head = git(fork, "rev-parse", "HEAD").stdout
-    make_kit(fork, store, out, signer=SIGNER)
-
-    assert git(fork, "rev-parse", "HEAD").stdout == head
-    assert "Sign-off still to do" not in (out / "description.md").read_text()
-    cover = (out / "series" / "0000-cover-letter.patch").read_text()
+def test_signoff_resigns_the_kit_only(kit):
+    head = git(kit.fork, "rev-parse", "HEAD").stdout
+    kit.make(signer=SIGNER)
+    assert git(kit.fork, "rev-parse", "HEAD").stdout == head
+    assert "Sign-off still to do" not in kit.read("description")
+    cover = (kit.out / "series" / "0000-cover-letter.patch").read_text()
     assert f"From: {SIGNER}" in cover
-    for patch in sorted((out / "series").glob("000[12]-*.patch")):
+    for patch in sorted((kit.out / "series").glob("000[12]-*.patch")):
         text = patch.read_text()
         assert f"From: {SIGNER}" in text
         assert text.count(f"Signed-off-by: {SIGNER}") == 1
@@ -142,36 +157,91 @@ def test_signoff_resigns_the_kit_only(fork, tmp_path):
         assert NEUTRAL not in text
 
 
-def test_a_failed_check_is_said_so(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    synthetic_results(store, results.fork_tree(fork))
-    failed = stored(store, "ci-checkers")
+def failed_ci(kit):
+    failed = stored(kit.store, "ci-checkers")
     failed.ok, failed.counts = False, {"passed": 1, "failed": 1}
-    results.write(store, failed)
-    make_kit(fork, store, out)
-    text = (out / "description.md").read_text()
-    assert "**Checks that failed on this tree: ci-checkers.**" in text
-    assert "| — | 1 passed, 1 failed |" in text
+    return failed
 
 
-def test_renders_a_bench_result_when_there_is_one(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    tree = results.fork_tree(fork)
-    synthetic_results(store, tree)
-    results.write(store, bench_result(tree, [100, 100.5, 99.5]))
-    make_kit(fork, store, out)
-    text = (out / "evidence.md").read_text()
-    assert "(goals met)" in text
-    assert "PASS          mixed: fork/base over all 1 cases 1.004" in text
-    assert "mixed   1.004" in text  # the table, collapsed
-    assert "Benchmark: not measured" not in text
+def mutants_not_run(kit):
+    error = {"error": "the regression selection does not pass"}
+    command = "python3 -m forktool test"
+    return CheckResult("mutants", False, kit.tree, "0.1", command, excerpts=error)
 
 
-def test_renders_only_checks_of_the_registry(fork, tmp_path, monkeypatch):
+def mutants_without_kind(kit):
+    old = stored(kit.store, "mutants")
+    for row in old.data["mutants"]:
+        del row["kind"]
+    return old
+
+
+def flaky_on_fork(kit):
+    suite = stored(kit.store, "upstream-selection")
+    run = suite.data["runs"]["v1-core"]
+    run["fork"]["counts"] = {"passed": 1202, "failed": 1, "skipped": 7}
+    run["flaky"] = ["tests/v1/core/test_a.py::test_slow_subprocess"]
+    return suite
+
+
+RENDERED = {  # the result written over the synthetic one, the file, said, not said
+    "each mutant": (None, "evidence", [
+        "Mutation testing of the lines and hunks the series adds: each line",
+        "3 mutants, 1 killed by the series' regression tests, 1 only by the fork "
+        "tests, 0 survived, 1 equivalent",
+        "`pkg/core.py:1` is killed only by the fork tests: only a GPU zeroes.",
+        "<summary>Each mutant</summary>",
+        "| `pkg/core.py:1` | True -> False | killed (series) | "
+        "tests/test_core.py::test_zero[a\\|b] |",
+        "| `pkg/core.py:1` | assignment deleted | killed (fork tests only) | "
+        "fork_tests/c.py::d |",
+        "| `pkg/core.py:2` | 1 -> 2 | equivalent | no test asks about 2 |",
+    ], []),
+    "a failed check": (failed_ci, "description", [
+        "**Checks that failed on this tree: ci-checkers.**",
+        "| — | 1 passed, 1 failed |",
+    ], []),
+    "a bench result": (lambda kit: bench_result(kit.tree, [100, 100.5, 99.5]),
+                       "evidence", [
+        "(goals met)",
+        "PASS          mixed: fork/base over all 1 cases 1.004",
+        "mixed   1.004",  # the table, collapsed
+    ], ["Benchmark: not measured"]),
+    "a bench result the noise cannot support": (
+        lambda kit: bench_result(kit.tree, [66, 152, 100]), "evidence", [  # once PASS
+        "(inconclusive: the A/A noise is wider than a goal's margin",
+        "INCONCLUSIVE  mixed: fork/base over all 1 cases 1.004",
+    ], ["goals met"]),
+    "mutants that could not run": (mutants_not_run, "evidence", [
+        "did not run: the regression selection does not pass",
+        "**Checks that failed on this tree: mutants.**",
+    ], []),
+    "mutants recorded without their kind": (mutants_without_kind, "evidence", [
+        "recorded without who killed each mutant; run `",
+    ], ["<summary>Each mutant</summary>"]),
+    "a flaky failure on the fork": (flaky_on_fork, "description", [
+        "1202 passed, 1 failed, 7 skipped (3 added by the series, 0 lost; failed, "
+        "then passed when run again: `test_slow_subprocess`) |",
+    ], []),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", RENDERED)
+def test_a_result_is_rendered_as_it_stands(kit, case):
+    written, name, said, not_said = RENDERED[case]
+    if written:
+        results.write(kit.store, written(kit))
+    kit.make()
+    text = kit.read(name)
+    for line in said:
+        assert line in text
+    for line in not_said:
+        assert line not in text
+
+
+def test_renders_only_checks_of_the_registry(kit, monkeypatch):
     """Every result the description reads is looked up as a check of the
     registry that the PR renders; any other lookup fails."""
-    store, out = tmp_path / "results", tmp_path / "kit"
-    synthetic_results(store, results.fork_tree(fork))
     asked = []
 
     class Watched(dict):
@@ -183,92 +253,72 @@ def test_renders_only_checks_of_the_registry(fork, tmp_path, monkeypatch):
 
     load = pr.load_results
     monkeypatch.setattr(pr, "load_results", lambda *a: Watched(load(*a)))
-    make_kit(fork, store, out)
+    kit.make()
     rows = {check.name for check in all_checks() if check.pr_row}  # all rendered
     assert {check.name for check in asked} | rows == {*pr.required(), "bench"}
 
 
-def test_a_bench_result_the_noise_cannot_support_is_inconclusive(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    tree = results.fork_tree(fork)
-    synthetic_results(store, tree)
-    results.write(store, bench_result(tree, [66, 152, 100]))  # once said PASS
-    make_kit(fork, store, out)
-    text = (out / "evidence.md").read_text()
-    assert "(inconclusive: the A/A noise is wider than a goal's margin" in text
-    assert "INCONCLUSIVE  mixed: fork/base over all 1 cases 1.004" in text
-    assert "goals met" not in text
+# What a traceback's end holds besides the assertion: captured log noise.
+HF_RETRY = (
+    "ERROR    vllm.transformers_utils.repo_utils:repo_utils.py:126 Error "
+    "retrieving safetensors: Cannot reach https://huggingface.co/Qwen/Qwen3-0.6B/"
+    "resolve/main/model.safetensors: offline mode is enabled., retrying 1 of 2"
+)
+RUNNER = Runner(Path("venv"), Path("fixtures"), Path("hf"), {}, Path("logs"))
 
 
-def test_renders_the_mutants_counts_and_each_mutant(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    synthetic_results(store, results.fork_tree(fork))
-    make_kit(fork, store, out)
-    text = (out / "evidence.md").read_text()
-    assert "Mutation testing of the lines and hunks the series adds: each line" in text
-    assert (
-        "3 mutants, 1 killed by the series' regression tests, 1 only by the "
-        "fork tests, 0 survived, 1 equivalent" in text
-    )
-    assert (
-        "`pkg/core.py:1` is killed only by the fork tests: only a GPU zeroes." in text
-    )
-    assert "<summary>Each mutant</summary>" in text
-    assert (
-        "| `pkg/core.py:1` | True -> False | killed (series) | "
-        "tests/test_core.py::test_zero[a\\|b] |" in text
-    )
-    assert (
-        "| `pkg/core.py:1` | assignment deleted | killed (fork tests only) | "
-        "fork_tests/c.py::d |" in text
-    )
-    assert "| `pkg/core.py:2` | 1 -> 2 | equivalent | no test asks about 2 |" in text
+def failing(count: int) -> Result:
+    """A run of the regression selection with `count` failures and a pass."""
+    result = Result(outcomes={"tests/test_core.py::test_ok": "passed"}, seconds=3.1)
+    for i in range(count):
+        test = f"tests/test_core.py::test_zero[{i}]"
+        result.outcomes[test] = "failed"
+        result.reasons[test] = f"assert None == [{i}]\n +  where None = output.x"
+        result.exception_types[test] = "AssertionError"
+        result.tails[test] = f"E   assert None == [{i}]\n{HF_RETRY}"
+    return result
 
 
-def test_mutants_that_could_not_run_say_why(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    tree = results.fork_tree(fork)
-    synthetic_results(store, tree)
-    failed = CheckResult(
-        "mutants",
-        False,
-        tree,
-        "0.1",
-        "python3 -m forktool test",
-        excerpts={"error": "the regression selection does not pass"},
-    )
-    results.write(store, failed)
-    make_kit(fork, store, out)
-    text = (out / "evidence.md").read_text()
-    assert "did not run: the regression selection does not pass" in text
-    assert "**Checks that failed on this tree: mutants.**" in text
+def test_the_failure_evidence_is_each_failure_with_its_message():
+    found = failure_evidence(RUNNER, failing(2), ("tests", "-k", "zero"), "base")
+    assert found["base"].splitlines() == [
+        "$ HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES='' VLLM_TARGET_DEVICE=cpu "
+        "python -m pytest -q tests -k zero",
+        "FAILED tests/test_core.py::test_zero[0] - assert None == [0]",
+        "FAILED tests/test_core.py::test_zero[1] - assert None == [1]",
+        "1 passed, 2 failed (3 s)",
+    ]
+    assert "offline mode is enabled" in found["base tracebacks"]
+    many = failure_evidence(RUNNER, failing(EVIDENCE_FAILURES + 5), (), "base")
+    kept = many["base"].splitlines()
+    assert kept[-2] == "(5 more failing tests)"
+    assert len(kept) == EVIDENCE_FAILURES + 3
 
 
-def test_mutants_recorded_without_their_kind_are_not_counted(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    tree = results.fork_tree(fork)
-    synthetic_results(store, tree)
-    old = stored(store, "mutants")
-    for row in old.data["mutants"]:
-        del row["kind"]
-    results.write(store, old)
-    make_kit(fork, store, out)
-    text = (out / "evidence.md").read_text()
-    assert "recorded without who killed each mutant; run `" in text
-    assert "<summary>Each mutant</summary>" not in text
-
-
-def test_a_flaky_failure_on_the_fork_is_named_in_its_row(fork, tmp_path):
-    store, out = tmp_path / "results", tmp_path / "kit"
-    synthetic_results(store, results.fork_tree(fork))
-    suite = stored(store, "upstream-selection")
-    run = suite.data["runs"]["v1-core"]
-    run["fork"]["counts"] = {"passed": 1202, "failed": 1, "skipped": 7}
-    run["flaky"] = ["tests/v1/core/test_a.py::test_slow_subprocess"]
-    results.write(store, suite)
-    make_kit(fork, store, out)
-    text = (out / "description.md").read_text()
-    assert (
-        "1202 passed, 1 failed, 7 skipped (3 added by the series, 0 lost; failed, "
-        "then passed when run again: `test_slow_subprocess`) |" in text
-    )
+def test_the_description_fits_the_line_budget_and_the_rest_goes_beside_it(kit):
+    """With results as long as real ones get: a noisy base run with many
+    failures, many mutants, long CI and matrix tables, a bench."""
+    matrix = stored(kit.store, "regression-matrix")
+    matrix.excerpts.update(failure_evidence(RUNNER, failing(30), ("tests",), "base"))
+    matrix.data["table"] = "\n".join(f"t::t{i}  FAIL  ok  ok" for i in range(60))
+    mutants = stored(kit.store, "mutants")
+    row = mutants.data["mutants"][0]
+    mutants.data["mutants"] = [{**row, "id": f"m{i}", "line": i} for i in range(80)]
+    impact = stored(kit.store, "ci-impact")
+    impact.data["report"] = "| A | B |\n|---|---|\n" + "| x | y |\n" * 60
+    bench = bench_result(kit.tree, [100, 100.5, 99.5])
+    for result in (matrix, mutants, impact, bench):
+        results.write(kit.store, result)
+    kit.make()
+    text, evidence = kit.read("description"), kit.read("evidence")
+    assert len(text.splitlines()) <= description.LINE_BUDGET
+    assert "| `pkg/core.py:79` |" in evidence  # each mutant
+    assert evidence.count("| x | y |") == 60  # the CI impact report
+    assert "t::t59  FAIL  ok  ok" in evidence  # the per-test matrix
+    assert "Differential planner fuzz" in evidence  # the fork's checks
+    for long in ("| `pkg/core.py:79` |", "| x | y |", "t::t59  FAIL"):
+        assert long not in text
+    # The failures' messages in the description, the noise only in evidence.md.
+    assert "test_zero[0] - assert None == [0]" in text
+    assert "offline mode is enabled" not in text
+    assert "offline mode is enabled" in evidence

@@ -1,63 +1,66 @@
-"""The runner: outcomes and progress from the plugin's report, runs in tiny
-trees, the cache; no vLLM."""
+"""The runner and its plugin forktool/pytest_report.py, in real pytest runs on
+tiny test files: each test's outcome under pytest's node id, each failure's
+exception and message, progress, the cache; no vLLM."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 
 import pytest
+from evidence_fixture import new_repo
+from venv_link import link_venv
 
 from evidence import matrix, suite
 from forktool import process, pytest_runner
 from forktool.pytest_outcomes import Progress, Result, read_report
-from forktool.pytest_runner import Runner
+from forktool.pytest_runner import Runner, report_args, report_env, run_pytest
 from forktool.selection import Selection
 
+# Imported under its own name, pytest would collect it as a test.
+env_for = pytest_runner.test_env
 
-def report(nodeid: str, when: str, outcome: str) -> dict:
-    return {"event": "report", "nodeid": nodeid, "when": when, "outcome": outcome}
+
+def reports(nodeid: str, **outcomes: str) -> list[dict]:
+    """The plugin's records of one test: `when` -> outcome."""
+    return [
+        {"event": "report", "nodeid": nodeid, "when": when, "outcome": outcome}
+        for when, outcome in outcomes.items()
+    ]
 
 
-# What the plugin writes for a pass, a failure, a skip, a test that errors
-# in teardown after passing, and a collection error (a module that does not
-# import), 7 tests collected.
 RECORDS = [
     {"event": "collected", "count": 7},
-    report("t.py::test_a", "setup", "passed"),
-    report("t.py::test_a", "call", "passed"),
-    report("t.py::test_a", "teardown", "passed"),
-    report("t.py::test_b", "setup", "passed"),
-    report("t.py::test_b", "call", "failed"),
-    report("t.py::test_b", "teardown", "failed"),
-    report("t.py::test_c", "setup", "skipped"),
-    report("t.py::test_c", "teardown", "passed"),
-    report("t.py::test_d", "setup", "passed"),
-    report("t.py::test_d", "call", "passed"),
-    report("t.py::test_d", "teardown", "failed"),
-    report("u.py", "collect", "failed"),
+    *reports("t.py::test_a", setup="passed", call="passed", teardown="passed"),
+    *reports("t.py::test_b", setup="passed", call="failed", teardown="failed"),
+    *reports("t.py::test_c", setup="skipped", teardown="passed"),
+    *reports("t.py::test_d", setup="passed", call="passed", teardown="failed"),
+    *reports("u.py", collect="failed"),  # a module that does not import
 ]
 
 
-def test_progress_counts_each_test_once_and_keeps_a_teardown_error():
-    assert Progress.of(RECORDS) == Progress(done=5, failed=3, total=7)
-    outcomes = Result.of(RECORDS).outcomes
-    assert outcomes == {
+@pytest.mark.parametrize(
+    "records, progress",
+    [
+        (RECORDS, Progress(done=5, failed=3, total=7)),
+        (RECORDS[:6], Progress(done=2, failed=1, total=7)),  # under way
+        ([], Progress(done=0, failed=0, total=None)),  # before collection
+    ],
+)
+def test_progress_counts_each_test_once(records, progress):
+    assert Progress.of(records) == progress
+
+
+def test_outcomes_keep_a_teardown_error_and_a_collection_error():
+    assert Result.of(RECORDS).outcomes == {
         "t.py::test_a": "passed",
         "t.py::test_b": "failed",
         "t.py::test_c": "skipped",
         "t.py::test_d": "error",
         "u.py": "error",
     }
-
-
-def test_progress_while_a_run_is_under_way():
-    assert Progress.of(RECORDS[:6]) == Progress(done=2, failed=1, total=7)
-
-
-def test_progress_before_collection_has_no_total():
-    assert Progress.of([]) == Progress(done=0, failed=0, total=None)
 
 
 def test_a_report_line_still_being_written_is_left_out(tmp_path):
@@ -73,33 +76,140 @@ def test_progress_line():
     assert Progress(0, 0, None).line(3) == "0 tests done, 0 failed, 0 min 03 s"
 
 
-def tiny_tree(tmp_path, name: str, text: str) -> tuple[Path, Runner]:
-    """A committed tree holding tests/<name>, and a Runner on this interpreter."""
-    tree = tmp_path / "tree"
-    (tree / "tests").mkdir(parents=True)
-    (tree / "tests" / name).write_text(text)
-    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
-    process.run([*git, "init", "-q"])
-    process.run([*git, "add", "."])
-    process.run([*git, "commit", "-q", "-m", "tests"])
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
-    fixtures = tmp_path / "fixtures"
-    fixtures.mkdir()
-    return tree, Runner(venv, fixtures, tmp_path / "hf", {}, tmp_path / "logs")
+TESTS = """\
+import pytest
+class TestKind:
+    @pytest.mark.parametrize("x", [1, "a b", "c::d"])
+    def test_param(self, x):
+        assert x != 1
+    class TestInner:
+        def test_deep(self):
+            pass
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture broke")
+@pytest.fixture
+def untidy():
+    yield
+    raise ValueError("teardown broke")
+def test_setup(broken):
+    pass
+def test_teardown(untidy):
+    pass
+@pytest.mark.skip(reason="Need 2 GPUs")
+def test_skip():
+    pass
+@pytest.mark.xfail(reason="known")
+def test_xfail():
+    assert False
+def test_said():
+    assert False, "no block reused"
+def test_raise():
+    {}["key"]
+"""
+
+
+IN_TESTS = {  # each test of TESTS: its outcome and the exception it raised
+    "TestKind::test_param[1]": ("failed", "AssertionError"),
+    "TestKind::test_param[a b]": ("passed", None),
+    "TestKind::test_param[c::d]": ("passed", None),
+    "TestKind::TestInner::test_deep": ("passed", None),
+    "test_setup": ("error", "RuntimeError"),
+    "test_teardown": ("error", "ValueError"),
+    "test_skip": ("skipped", None),
+    "test_xfail": ("skipped", None),
+    "test_said": ("failed", "AssertionError"),
+    "test_raise": ("failed", "KeyError"),
+}
+
+
+def pytest_in(tmp_path: Path, files: dict[str, str], *args: str) -> list[dict]:
+    """Run pytest with the plugin on `files` in tmp_path; the records."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    out = tmp_path / "report.jsonl"
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+    env = report_env(env_for(tmp_path / "hf"))
+    process.run([*cmd, *report_args(out)], cwd=tmp_path, env=env, check=False)
+    return read_report(out)
+
+
+def test_each_test_under_its_node_id_with_its_outcome(tmp_path):
+    records = pytest_in(tmp_path, {"tests/test_t.py": TESTS}, "tests")
+    result = Result.of(records)
+    t = "tests/test_t.py::"
+    assert result.outcomes == {t + test: o for test, (o, _) in IN_TESTS.items()}
+    raised = {t + test: kind for test, (_, kind) in IN_TESTS.items() if kind}
+    assert result.exceptions() == raised
+    assert result.reasons[f"{t}test_skip"] == "Need 2 GPUs"
+    assert result.reasons[f"{t}test_xfail"] == "xfail: known"
+    assert result.reasons[f"{t}test_setup"] == "RuntimeError: fixture broke"
+    assert result.reasons[f"{t}test_raise"] == "KeyError: 'key'"
+    assert "no block reused" in result.reasons[f"{t}test_said"]
+    assert "assert 1 != 1" in result.reasons[f"{t}TestKind::test_param[1]"]
+    assert 'raise RuntimeError("fixture broke")' in result.tails[f"{t}test_setup"]
+    assert records[0] == {"event": "collected", "count": 10}
+    assert records[-1] == {"event": "finish", "exitstatus": 1}
+    calls = [r for r in records if r.get("when") == "call"]
+    assert all(r["duration"] >= 0 for r in calls)
+
+
+def test_a_collection_error_is_an_error_of_its_module(tmp_path):
+    files = {"tests/test_ok.py": "def test_ok():\n    pass\n"}
+    files["tests/test_gone.py"] = "import not_a_module_here\n"
+    result = Result.of(pytest_in(tmp_path, files, "tests"))
+    assert result.outcomes == {"tests/test_gone.py": "error"}
+    assert result.exceptions() == {"tests/test_gone.py": "ModuleNotFoundError"}
+    assert "not_a_module_here" in result.reasons["tests/test_gone.py"]
+
+
+def test_collect_only_lists_the_ids_after_deselection(tmp_path):
+    files = {"tests/test_t.py": TESTS}
+    deselect = "--deselect=tests/test_t.py::test_skip"
+    records = pytest_in(tmp_path, files, "--collect-only", "-q", deselect, "tests")
+    collected = [r for r in records if r["event"] == "collected"]
+    ids = collected[0]["ids"]
+    assert len(ids) == collected[0]["count"] == 9
+    assert "tests/test_t.py::TestKind::test_param[c::d]" in ids
+    assert "tests/test_t.py::test_skip" not in ids
+    assert not Result.of(records).outcomes
+
+
+def test_run_pytest_reads_the_report_and_writes_the_log(tmp_path, capsys):
+    (tmp_path / "test_one.py").write_text("def test_one():\n    assert 1 == 2\n")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    log = tmp_path / "logs" / "one.log"
+    session = run_pytest(
+        [*cmd, "test_one.py"], tmp_path, env_for(tmp_path / "hf"), log, "one"
+    )
+    assert session.status == 1
+    assert session.result().outcomes == {"test_one.py::test_one": "failed"}
+    assert session.result().reasons["test_one.py::test_one"] == "assert 1 == 2"
+    assert "1 failed" in log.read_text()
+    assert "[one] " in capsys.readouterr().out
+    assert json.loads(json.dumps(session.result().data()))["outcomes"]
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch) -> Runner:
+    """A Runner on this interpreter, its cache under tmp_path."""
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "fixtures").mkdir()
+    venv = link_venv(tmp_path / "venv")
+    return Runner(venv, tmp_path / "fixtures", tmp_path / "hf", {}, tmp_path / "logs")
+
+
+def tiny_tree(path: Path, text: str, name: str = "test_x.py") -> Path:
+    """A committed tree holding tests/<name>."""
+    return new_repo(path, {f"tests/{name}": text})
 
 
 PINS = """\
 import os
-
 GIVEN = {given}
-
-
 def test_pins_the_process_to_one_cpu():
     os.sched_setaffinity(0, {{min(GIVEN)}})
-
-
 def test_runs_on_every_cpu_it_was_given():
     assert os.sched_getaffinity(0) == GIVEN
 """
@@ -108,14 +218,10 @@ def test_runs_on_every_cpu_it_was_given():
 @pytest.mark.skipif(
     len(os.sched_getaffinity(0)) < 2, reason="with one CPU, pinning changes nothing"
 )
-def test_a_test_pinning_the_process_to_one_cpu_leaves_the_next_on_all(
-    tmp_path, monkeypatch
-):
+def test_a_test_pinning_the_process_to_one_cpu_leaves_the_next_on_all(tmp_path, runner):
     """As vLLM's NIXL worker does: the next test runs on every CPU again."""
-    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    given = os.sched_getaffinity(0)
-    tree, runner = tiny_tree(tmp_path, "test_pin.py", PINS.format(given=given))
-    result = runner.run(tree, ("tests/test_pin.py",), "pin")
+    tree = tiny_tree(tmp_path / "tree", PINS.format(given=os.sched_getaffinity(0)))
+    result = runner.run(tree, ("tests/test_x.py",), "pin")
     assert set(result.outcomes.values()) == {"passed"}, result.reasons
 
 
@@ -124,7 +230,7 @@ def test_bytecode_is_written_outside_the_tree(tmp_path, monkeypatch):
     tree = tmp_path / "tree"
     tree.mkdir()
     (tree / "module.py").write_text("X = 1\n")
-    env = pytest_runner.test_env(tmp_path / "hf", tmp_path / "pycache")
+    env = env_for(tmp_path / "hf", tmp_path / "pycache")
     process.run([sys.executable, "-c", "import module"], cwd=tree, env=env)
     assert not (tree / "__pycache__").exists()
     assert [p.name for p in (tmp_path / "pycache").rglob("module.*.pyc")]
@@ -137,46 +243,36 @@ def test_importing_humming_starts_no_cuda_build(tmp_path):
         "import threading, humming.ops.utils, humming.utils.nvrtc\n"
         "print(*(thread.name for thread in threading.enumerate()))"
     )
-    env = pytest_runner.test_env(tmp_path / "hf")
+    env = env_for(tmp_path / "hf")
     run = process.run([sys.executable, "-c", code], cwd=tmp_path, env=env)
     assert "MainThread" in run.stdout
     assert "humming-bg-build-reaper" not in run.stdout
 
 
 def test_runner_collects_runs_reports_progress_and_caches(
-    tmp_path, monkeypatch, capsys
+    tmp_path, runner, monkeypatch, capsys
 ):
-    """A real pytest run in a tiny committed tree, with this interpreter."""
-    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(pytest_runner, "PROGRESS_EVERY", 0.2)
-    tree, runner = tiny_tree(
-        tmp_path,
-        "test_x.py",
+    tree = tiny_tree(
+        tmp_path / "tree",
         "import time\n\n"
         "def test_pass():\n    pass\n\n"
         "def test_fail():\n    assert False\n\n"
         "def test_slow():\n    time.sleep(1.5)\n",
     )
     args = ("tests/test_x.py",)
-
-    assert runner.collect(tree, args, "collect") == [
-        "tests/test_x.py::test_pass",
-        "tests/test_x.py::test_fail",
-        "tests/test_x.py::test_slow",
-    ]
+    x = "tests/test_x.py::"
+    outcomes = {f"{x}test_pass": "passed", f"{x}test_fail": "failed"}
+    outcomes[f"{x}test_slow"] = "passed"
+    assert runner.collect(tree, args, "collect") == list(outcomes)
     result = runner.run(tree, args, "run")
-    assert result.outcomes == {
-        "tests/test_x.py::test_pass": "passed",
-        "tests/test_x.py::test_fail": "failed",
-        "tests/test_x.py::test_slow": "passed",
-    }
+    assert result.outcomes == outcomes
     assert not result.cached
     assert "[run] 2/3 tests done, 1 failed" in capsys.readouterr().out
     assert "test_slow PASSED" in (tmp_path / "logs" / "run.log").read_text()
-
     # A failure nobody expects may be flaky: the run is not kept.
     assert not runner.run(tree, args, "run").cached
-    must_fail = ("tests/test_x.py::test_fail",)
+    must_fail = (f"{x}test_fail",)
     assert not runner.run(tree, args, "run", expected=must_fail).cached
     again = runner.run(tree, args, "run", expected=must_fail)
     assert again.cached and again.outcomes == result.outcomes
@@ -184,15 +280,11 @@ def test_runner_collects_runs_reports_progress_and_caches(
     assert not runner.run(tree, args, "run").cached  # uncommitted: run again
 
 
-def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(
-    tmp_path, monkeypatch
-):
+def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(tmp_path, runner):
     """A run that reads fork_tests/ from outside the tree reruns when they change;
     the GPU-only check passes only when everything it selects is skipped."""
-    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    tree, runner = tiny_tree(
-        tmp_path,
-        "test_gpu.py",
+    tree = tiny_tree(
+        tmp_path / "tree",
         "import pytest\n\n@pytest.mark.skip(reason='Need 2 GPUs')\n"
         "def test_e2e():\n    pass\n",
     )
@@ -200,74 +292,68 @@ def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(
     check.parent.mkdir()
     check.write_text("def test_c():\n    pass\n")
     args = (f"--rootdir={tmp_path}", str(check))
-
     assert runner.run(tree, args, "c", inputs=(check,)).outcomes
     assert runner.run(tree, args, "c", inputs=(check,)).cached
     check.write_text("def test_c():\n    assert False\n")
     rerun = runner.run(tree, args, "c", inputs=(check,))
     assert not rerun.cached and set(rerun.outcomes.values()) == {"failed"}
 
-    selection = Selection({}, (), (), frozenset(), ("tests/test_gpu.py",), {})
+    selection = Selection({}, (), (), frozenset(), ("tests/test_x.py",), {})
     found = matrix.gpu_only_skipped(tree, runner, selection)
-    assert found.ok and found.data["reasons"] == {
-        "tests/test_gpu.py::test_e2e": "Need 2 GPUs"
-    }
+    assert found.ok
+    assert found.data["reasons"] == {"tests/test_x.py::test_e2e": "Need 2 GPUs"}
 
 
-def test_each_failure_names_its_exception(tmp_path, monkeypatch):
+RAISED = {  # test -> the exception it fails with, and whether that is a missing API
+    "assert": ("assert [] == [1]", "AssertionError", False),
+    "said": ("assert False, 'no block reused'", "AssertionError", False),
+    "attr": ("object().zeroing", "AttributeError", True),
+    "keyword": ("dict.fromkeys(resolved=1)", "TypeError", True),
+    "positional": ("pytest.approx()", "TypeError", True),
+    "raises": ("with pytest.raises(ValueError):\n        pass", "Failed", False),
+    "setup": (None, "ModuleNotFoundError", True),
+}
+
+
+def test_each_failure_names_its_exception_and_a_missing_api_is_told_apart(
+    tmp_path, runner
+):
     """The exception pytest caught, kept in the cache too."""
-    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    tree, runner = tiny_tree(
-        tmp_path,
-        "test_e.py",
+    body = "".join(
+        f"def test_{name}():\n    {code}\n\n"
+        for name, (code, _, _) in RAISED.items()
+        if code
+    )
+    tree = tiny_tree(
+        tmp_path / "tree",
         "import pytest\n\n"
         "@pytest.fixture\ndef gone():\n    import not_a_module_here\n\n"
-        "def test_assert():\n    assert [] == [1]\n\n"
-        "def test_said():\n    assert False, 'no block reused'\n\n"
-        "def test_attr():\n    object().zeroing\n\n"
-        "def test_keyword():\n    dict.fromkeys(resolved=1)\n\n"
-        "def test_positional():\n    pytest.approx()\n\n"
-        "def test_raises():\n    with pytest.raises(ValueError):\n        pass\n\n"
-        "def test_setup(gone):\n    pass\n\n"
+        f"{body}def test_setup(gone):\n    pass\n\n"
         "def test_pass():\n    pass\n",
     )
-    result = runner.run(tree, ("tests/test_e.py",), "e")
-    for found in (result, runner.run(tree, ("tests/test_e.py",), "e")):
-        assert found.exceptions() == {
-            "tests/test_e.py::test_assert": "AssertionError",
-            "tests/test_e.py::test_said": "AssertionError",
-            "tests/test_e.py::test_attr": "AttributeError",
-            "tests/test_e.py::test_keyword": "TypeError",
-            "tests/test_e.py::test_positional": "TypeError",
-            "tests/test_e.py::test_raises": "Failed",
-            "tests/test_e.py::test_setup": "ModuleNotFoundError",
-        }
-    kinds = result.exceptions()
-    for test in ("test_keyword", "test_positional", "test_attr", "test_setup"):
-        reason = result.reasons[f"tests/test_e.py::{test}"]
-        assert matrix.missing_api(kinds[f"tests/test_e.py::{test}"], reason), reason
-    for test in ("test_assert", "test_said", "test_raises"):
-        reason = result.reasons[f"tests/test_e.py::{test}"]
-        assert not matrix.missing_api(kinds[f"tests/test_e.py::{test}"], reason)
+    result = runner.run(tree, ("tests/test_x.py",), "e")
+    x = "tests/test_x.py::test_"
+    for found in (result, runner.run(tree, ("tests/test_x.py",), "e")):
+        assert found.exceptions() == {f"{x}{t}": k for t, (_, k, _) in RAISED.items()}
+    for test, (_, kind, missing) in RAISED.items():
+        reason = result.reasons[f"{x}{test}"]
+        assert matrix.missing_api(kind, reason) is missing, reason
 
 
-def test_the_fork_failures_are_run_again_and_the_base_where_needed(
-    tmp_path, monkeypatch
-):
+def test_the_fork_failures_are_run_again_and_the_base_where_needed(tmp_path, runner):
     """suite._compared with real runs: the fork's failures again, and the
     base the tests that did not pass on the fork."""
-    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
     once = tmp_path / "failed-once"
     tests = (
         "from pathlib import Path\n\n"
         "def test_pass():\n    pass\n\n"
         "def test_old_bug():\n    assert False\n\n"
-        f"def test_new_bug():\n    assert {{new_bug}}\n\n"
+        "def test_new_bug():\n    assert {new_bug}\n\n"
         f"def test_flaky():\n    p = Path({str(once)!r})\n"
         "    if not p.exists():\n        p.touch()\n        assert False\n"
     )
-    fork, runner = tiny_tree(tmp_path / "f", "test_x.py", tests.format(new_bug=False))
-    base, _ = tiny_tree(tmp_path / "b", "test_x.py", tests.format(new_bug=True))
+    fork = tiny_tree(tmp_path / "fork", tests.format(new_bug=False))
+    base = tiny_tree(tmp_path / "base", tests.format(new_bug=True))
     args = ("tests/test_x.py",)
     on_fork = runner.run(fork, args, "run")
     both = (list(on_fork.outcomes), set(on_fork.outcomes))

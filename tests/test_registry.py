@@ -8,12 +8,11 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
-from test_pr import make_kit, mini_fork, synthetic_results
+from evidence_fixture import make_kit, mini_fork, synthetic_results
 
 from forktool import checks, results
 from forktool.check_runs import all_checks, run_checks
@@ -27,43 +26,57 @@ SAMPLE = """
 from forktool.checks import TEST, Check
 from forktool.results import Measured
 
-
 def measure(ctx):
     print("the sample check ran")
     return Measured(True, {"found": 7})
-
 
 def row(result):
     counts = result.counts if result else {}
     return f"| A sample check | — | {counts.get('found', 'not measured')} found |"
 
-
 CHECKS = (Check("sample", "a sample check", TEST, measure, pr_row=row),)
+"""
+BROKEN = """
+from forktool.checks import TEST, Check
+CHECKS = (Check("broken", "a broken check", TEST),)
 """
 
 
-def add_sample(tmp_path, monkeypatch) -> checks.Check:
-    """The registry with one more module: `sample_checks`, holding one entry."""
-    (tmp_path / "sample_checks.py").write_text(SAMPLE)
+def add_module(tmp_path, monkeypatch, name: str, text: str) -> None:
+    """The registry with one more module, `name`, holding `text`."""
+    (tmp_path / f"{name}.py").write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(checks, "REGISTERED", (*checks.REGISTERED, "sample_checks"))
-    monkeypatch.delitem(sys.modules, "sample_checks", raising=False)
-    return next(c for c in all_checks() if c.name == "sample")
+    monkeypatch.setattr(checks, "REGISTERED", (*checks.REGISTERED, name))
+    monkeypatch.delitem(sys.modules, name, raising=False)
 
 
 @pytest.fixture
-def clone(tmp_path):
-    """A clone whose build/vllm is a small fork."""
+def clone(tmp_path, monkeypatch):
+    """A clone whose build/vllm is a small fork, the checks' results there."""
     mini_fork(Layout(tmp_path).fork)
+    monkeypatch.setattr("forktool.check_runs.LAYOUT", Layout(tmp_path))
     return Layout(tmp_path)
 
 
+@pytest.fixture
+def ctx(tmp_path):
+    return checks.Context(Pins.load(), tmp_path, None, None, None)  # type: ignore[arg-type]
+
+
+def wait_for(done, what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
 def test_a_check_added_as_one_entry_runs_in_test_and_renders_in_pr(
-    clone, tmp_path, monkeypatch, capsys
+    clone, ctx, tmp_path, monkeypatch, capsys
 ):
     fork, store = clone.fork, clone.results
     synthetic_results(store, results.fork_tree(fork))  # all but the new check's
-    sample = add_sample(tmp_path, monkeypatch)
+    add_module(tmp_path, monkeypatch, "sample_checks", SAMPLE)
+    sample = next(c for c in all_checks() if c.name == "sample")
     ran: list[checks.Check] = []
     monkeypatch.setattr(test_command, "prepare", lambda pins: "ready")
 
@@ -77,8 +90,6 @@ def test_a_check_added_as_one_entry_runs_in_test_and_renders_in_pr(
 
     with pytest.raises(ForkToolError, match="sample: no result"):
         make_kit(fork, store, clone.kit)  # it gates test: pr needs it
-    monkeypatch.setattr("forktool.check_runs.LAYOUT", clone)
-    ctx = checks.Context(Pins.load(), tmp_path, None, None, None)  # type: ignore[arg-type]
     assert run_checks(ctx, [sample], checks.TEST, 0.0) == 0
     assert "the sample check ran" in capsys.readouterr().out
     recorded = results.read(store, "sample")
@@ -88,22 +99,10 @@ def test_a_check_added_as_one_entry_runs_in_test_and_renders_in_pr(
     assert "| A sample check | — | 7 found |" in shown
 
 
-def test_an_entry_gating_test_without_a_measure_fails_at_import(tmp_path):
-    (tmp_path / "broken.py").write_text(
-        textwrap.dedent(
-            """
-            from forktool.checks import TEST, Check
-            CHECKS = (Check("broken", "a broken check", TEST),)
-            """
-        )
-    )
-    sys.path.insert(0, str(tmp_path))
-    try:
-        with pytest.raises(ForkToolError, match="'broken' gates `test` but says"):
-            __import__("broken")
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("broken", None)
+def test_an_entry_gating_test_without_a_measure_fails_at_import(tmp_path, monkeypatch):
+    add_module(tmp_path, monkeypatch, "broken", BROKEN)
+    with pytest.raises(ForkToolError, match="'broken' gates `test` but says"):
+        __import__("broken")
 
 
 def test_two_checks_of_one_name_are_refused(monkeypatch):
@@ -116,16 +115,12 @@ def test_two_checks_of_one_name_are_refused(monkeypatch):
 
 
 def test_a_check_alongside_runs_beside_the_others_and_is_recorded(
-    clone, tmp_path, monkeypatch, capsys
+    clone, ctx, tmp_path, capsys
 ):
-    monkeypatch.setattr("forktool.check_runs.LAYOUT", clone)
-    started = tmp_path / "started"
+    started = tmp_path / "started"  # only a check running beside writes it
 
     def in_turn(ctx):
-        deadline = time.monotonic() + 30
-        while not started.exists():  # only a check running beside writes it
-            assert time.monotonic() < deadline, "the other check did not run beside"
-            time.sleep(0.05)
+        wait_for(started.exists, "the other check did not run beside")
         return Measured(True)
 
     def beside(ctx):
@@ -141,7 +136,6 @@ def test_a_check_alongside_runs_beside_the_others_and_is_recorded(
         checks.Check("beside", "beside", checks.TEST, beside, alongside=True),
         checks.Check("broken", "broken", checks.TEST, broken, alongside=True),
     ]
-    ctx = checks.Context(Pins.load(), tmp_path, None, None, None)  # type: ignore[arg-type]
     assert run_checks(ctx, ran, checks.TEST, 0.0) == 1
     out = capsys.readouterr().out
     assert out.index("=== in turn ===") < out.index("said beside")
@@ -154,9 +148,8 @@ def test_a_check_alongside_runs_beside_the_others_and_is_recorded(
 
 
 def test_a_check_alongside_ends_with_its_processes_when_another_raises(
-    clone, tmp_path, monkeypatch
+    clone, ctx, tmp_path
 ):
-    monkeypatch.setattr("forktool.check_runs.LAYOUT", clone)
     pid_file = tmp_path / "sleeper"
 
     def beside(ctx):
@@ -166,29 +159,26 @@ def test_a_check_alongside_ends_with_its_processes_when_another_raises(
         return Measured(True)
 
     def raising(ctx):
-        deadline = time.monotonic() + 30
-        while not pid_file.exists():
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for(pid_file.exists, "the check beside did not start")
         raise ForkToolError("a check found bad input")
 
     ran = [
         checks.Check("beside", "beside", checks.TEST, beside, alongside=True),
         checks.Check("raising", "raising", checks.TEST, raising),
     ]
-    ctx = checks.Context(Pins.load(), tmp_path, None, None, None)  # type: ignore[arg-type]
     with pytest.raises(ForkToolError, match="bad input"):
         run_checks(ctx, ran, checks.TEST, 0.0)
-    sleeper = int(pid_file.read_text())
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{sleeper}").exists() and "Z" not in _state(sleeper):
-        assert time.monotonic() < deadline, "the check's process outlived the tool"
-        time.sleep(0.05)
+    ended = Path(f"/proc/{pid_file.read_text()}")
+    wait_for(  # Z: ended, not yet reaped by its parent
+        lambda: not ended.exists() or "Z" in _state(ended),
+        "the check's process outlived the tool",
+        10,
+    )
 
 
-def _state(pid: int) -> str:
-    """The process's state letter (Z: ended, not yet reaped by its parent)."""
+def _state(proc: Path) -> str:
+    """The process's state letter."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
     except (FileNotFoundError, IndexError):
         return "Z"
