@@ -86,6 +86,16 @@ def _why(standing: Standing, name: str) -> str:
     return "the same change, rewritten (its number, line numbers or blob ids moved)"
 
 
+def _crlf(new: Path, old: Path) -> str | None:
+    """What differs when only the line endings do."""
+    if old.exists() and old.read_bytes().replace(b"\r\n", b"\n") == new.read_bytes():
+        return (
+            "the same bytes with CRLF line endings (git's core.autocrlf or an "
+            "editor); export writes LF, and .gitattributes keeps patches/ LF"
+        )
+    return None
+
+
 def _refuse_messages(fork: Path, commits: list[Commit], command: str) -> None:
     """Refuse commits that are to be squashed, and messages `git am` would
     read otherwise than they are written."""
@@ -111,10 +121,12 @@ def _renamed(removed: list[Path], series: list[PatchInfo], have: list[PatchInfo]
     return found
 
 
-def _changes(standing: Standing, written, removed, renamed) -> list[str]:
+def _changes(
+    standing: Standing, written, removed, renamed, patches_dir: Path
+) -> list[str]:
     """One line for each patch file export writes, renames or removes."""
     lines = [
-        f"  {p.name}: {_why(standing, p.name)}"
+        f"  {p.name}: {_crlf(p, patches_dir / p.name) or _why(standing, p.name)}"
         for p in written
         if p.name not in renamed.values()
     ]
@@ -139,9 +151,11 @@ def _changes(standing: Standing, written, removed, renamed) -> list[str]:
 
 def _check(patches_dir: Path, names: list[str], lines: list[str]) -> str:
     """`export --check`: fail unless patches/ is what export would write."""
-    series_file = (patches_dir / "series").read_text()
-    if series_file != HEADER + "".join(f"{n}\n" for n in names):
-        lines = [*lines, "  series: another list or order"]
+    series_file = (patches_dir / "series").read_bytes()
+    if series_file != (HEADER + "".join(f"{n}\n" for n in names)).encode():
+        listed = [p.name for p in read_series(patches_dir)]
+        why = "another list or order" if listed != names else "written otherwise"
+        lines = [*lines, f"  series: {why}"]
     if lines:
         raise ForkToolError(
             f"{patches_dir} is not what export would write ({len(lines)} "
@@ -198,7 +212,7 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
                 f"rebuild {fork}: {why}"
             )
         renamed = _renamed(removed, series, have)
-        lines = _changes(standing, written, removed, renamed)
+        lines = _changes(standing, written, removed, renamed, patches_dir)
         if check:
             return _check(patches_dir, names, lines)
         overwritten = [patches_dir / p.name for p in written]

@@ -18,26 +18,57 @@ HEADER = "# Applied in order on the pinned base by `python3 -m forktool sync`.\n
 def read_series(patches: Path) -> list[Path]:
     """The listed patches, in order; orphan or missing files are errors."""
     series = patches / "series"
-    names = []
-    if series.exists():
-        _refuse_merge_conflict(series)
-        for line in series.read_text().splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line:
-                names.append(line)
-    if len(set(names)) != len(names):
-        raise ForkToolError(f"{series} lists a patch more than once")
+    on_disk = sorted(p.name for p in patches.glob("*.patch"))
+    if not series.exists():
+        if on_disk:
+            raise ForkToolError(
+                f"{series} is missing, and {patches} holds {len(on_disk)} patch "
+                f"files: restore it (`git checkout -- {series}`) or write it, "
+                "one patch file name a line, in the order to apply them"
+            )
+        return []
+    names = _names(series)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ForkToolError(
+            f"{series} lists {', '.join(twice)} more than once: keep one line each"
+        )
     missing = [n for n in names if not (patches / n).is_file()]
     if missing:
         raise ForkToolError(f"{series} lists missing patch files: {', '.join(missing)}")
-    on_disk = {p.name for p in patches.glob("*.patch")}
-    orphans = sorted(on_disk - set(names))
+    for name in names:
+        _refuse_merged_patch(patches / name)
+    orphans = sorted(set(on_disk) - set(names))
     if orphans:
         raise ForkToolError(
             f"patch files not listed in {series}: {', '.join(orphans)} "
             "(add them to the series or delete them)"
         )
     return [patches / n for n in names]
+
+
+def _names(series: Path) -> list[str]:
+    """The file names `series` lists, refusing what would be misread."""
+    data = series.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise ForkToolError(
+            f"{series} starts with a byte order mark (UTF-8 BOM, invisible in "
+            "most editors): save it as UTF-8 without one"
+        )
+    if b"\r" in data:
+        raise ForkToolError(
+            f"{series} has CRLF (Windows) line endings: make them LF, e.g. "
+            f"`sed -i 's/\\r$//' {series}`"
+        )
+    _refuse_merge_conflict(series)
+    names = [line.split("#", 1)[0].strip() for line in data.decode().splitlines()]
+    for name in filter(None, names):
+        if "/" in name or name in (".", ".."):
+            raise ForkToolError(
+                f"{series} lists {name!r}, which is not a file name in "
+                f"{series.parent}: list only the names of its patch files"
+            )
+    return [name for name in names if name]
 
 
 CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7}|\|{7})(?: |$)", re.M)
@@ -56,6 +87,23 @@ def _refuse_merge_conflict(series: Path) -> None:
         f"{line}): resolve it first, keeping each side's patches that should stay, "
         "each once, in the order to apply them, and no marker lines; then "
         f"`git add {series}` and run the command again."
+    )
+
+
+def _refuse_merged_patch(patch: Path) -> None:
+    """A patch file git left with conflict markers: merged as text, it no
+    longer applies; the fork is where two versions of a patch are merged."""
+    text = patch.read_bytes().decode(errors="replace")
+    found = CONFLICT_MARKER.search(text)
+    if found is None:
+        return
+    line = text.count("\n", 0, found.start()) + 1
+    raise ForkToolError(
+        f"{patch} holds an unresolved merge (git's conflict markers, from line "
+        f"{line}). Merge a patch in the fork, not as text: take one side with "
+        f"`git checkout --ours -- {patch}` (or --theirs), run `python3 -m "
+        "forktool sync`, make the other side's change in build/vllm, `python3 -m "
+        "forktool export`, then `git add patches/` and commit the merge."
     )
 
 
@@ -79,8 +127,11 @@ class PatchInfo:
 def describe(path: Path, data: bytes | None = None) -> PatchInfo:
     """Describe a `git format-patch` file (from the series or the fork)."""
     data = path.read_bytes() if data is None else data
-    header = data.split(b"\n---\n", 1)[0]
     patch_id = git(None, "patch-id", "--stable", input=data, binary=True).stdout
+    # CRLF line endings (an editor, core.autocrlf) leave the patch what it is;
+    # git patch-id ignores them too.
+    data = data.replace(b"\r\n", b"\n")
+    header = data.split(b"\n---\n", 1)[0]
     patch_id = patch_id.split(b" ", 1)[0]
     digest = hashlib.sha256(header + b"\0" + patch_id).hexdigest()
     subject = _subject(header.decode(errors="replace"))

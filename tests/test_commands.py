@@ -106,7 +106,8 @@ def test_a_conflict_exits_with_status_3_other_errors_with_1(monkeypatch):
 def test_malformed_pins_name_the_missing_field(tmp_path):
     text = (REPO / "pins.toml").read_text()
     broken = tmp_path / "pins.toml"
-    broken.write_text(text.replace('author = "', 'authors = "'))
+    lines = text.splitlines(keepends=True)
+    broken.write_text("".join(x for x in lines if not x.startswith("author = ")))
     with pytest.raises(ForkToolError, match="lacks `fork.author`"):
         Pins.load(broken)
     broken.write_text("[base\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 
 import pytest
 from fork_fixture import (
@@ -35,6 +36,61 @@ def test_the_series_lists_every_patch_file_and_only_those(ws):
     (ws.patches / "series").write_text("0001-orphan.patch\n0002-gone.patch\n")
     with pytest.raises(ForkToolError, match="missing patch files: 0002-gone.patch"):
         read_series(ws.patches)
+
+
+SERIES_TEXTS = {  # what `series` holds -> what the refusal says
+    "outside patches/": (
+        "../README.md\n",
+        "lists '../README.md', which is not a file name in",
+    ),
+    "absolute path": ("/tmp/x.patch\n", "lists '/tmp/x.patch', which is not"),
+    "listed twice": (
+        "0001-Core-First.patch\n0001-Core-First.patch\n",
+        "lists 0001-Core-First.patch more than once",
+    ),
+    "CRLF": ("0001-Core-First.patch\r\n", "has CRLF (Windows) line endings"),
+    "BOM": ("\ufeff0001-Core-First.patch\n", "starts with a byte order mark"),
+}
+
+
+@pytest.mark.parametrize("case", SERIES_TEXTS)
+def test_a_series_that_would_be_misread_is_refused_in_words(ws, case):
+    ws.series_of(THREE[0])
+    text, said = SERIES_TEXTS[case]
+    (ws.patches / "series").write_bytes(text.encode())
+    for command in (ws.sync, lambda: ws.export(check=True)):
+        assert said in refused(command)
+
+
+def test_a_missing_series_is_named_as_missing(ws):
+    ws.series_of(THREE[0])
+    (ws.patches / "series").unlink()
+    said = refused(ws.sync)
+    assert f"{ws.patches / 'series'} is missing, and" in said
+    assert "holds 1 patch files: restore it (`git checkout -- " in said
+
+
+def test_export_check_names_crlf_and_a_clone_with_autocrlf_keeps_lf(ws, tmp_path):
+    ws.series_of(THREE[0])
+    patch = ws.patches / "0001-Core-First.patch"
+    lf = patch.read_bytes()
+    patch.write_bytes(lf.replace(b"\n", b"\r\n"))
+    said = refused(lambda: ws.export(check=True))
+    assert "0001-Core-First.patch: the same bytes with CRLF line endings" in said
+    ws.export()
+    assert patch.read_bytes() == lf
+    # This repository's .gitattributes, in a clone made with core.autocrlf.
+    repo = ws.patches.parent
+    (repo / ".gitattributes").write_bytes(
+        (Path(__file__).parent.parent / ".gitattributes").read_bytes()
+    )
+    git(repo, "add", ".gitattributes")
+    commit_series(ws.patches)
+    clone = tmp_path / "crlf-clone"
+    git(None, "-c", "core.autocrlf=true", "clone", "-q", str(repo), str(clone))
+    assert (clone / "patches" / patch.name).read_bytes() == lf
+    series = (clone / "patches" / "series").read_bytes()
+    assert series == (ws.patches / "series").read_bytes() and b"\r" not in series
 
 
 def test_conflict_markers_in_the_series_are_named_as_an_unresolved_merge(ws):

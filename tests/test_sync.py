@@ -218,13 +218,8 @@ def test_a_patch_that_applies_other_content_than_it_names_is_refused(ws, edit):
 
 
 UNREADABLE = {  # what patch 2's file becomes, what the refusal says of it
-    "conflict markers": (
-        lambda text: text.replace(
-            "-    return 2 * x", "<<<<<<< ours\n-    return 2 * x\n=======\n>>>>>>> x"
-        ),
-        r"corrupt patch at line (\d+)",
-    ),  # fmt: skip
-    "empty": (lambda text: "", r"git cannot tell its format \(0 bytes\)()"),
+    "empty": (lambda text: "", r"git cannot tell its format \(0 bytes\)"),
+    "cut short": (lambda text: text[: text.index("@@")] + "@@ -1,2\n", "corrupt"),
 }
 
 
@@ -240,11 +235,24 @@ def test_a_patch_file_git_cannot_read_is_named(ws, case):
     assert not isinstance(error, ConflictError)
     unreadable = "cannot be read by git: 0002-Core-Second.patch"
     assert f"patch 2 of 2 in the series {unreadable}" in str(error)
-    named = re.search(said, str(error))
-    assert named, str(error)
-    if named.group(1):  # the line git names is one the markers left
-        line = text.splitlines()[int(named.group(1)) - 1]
-        assert line.startswith(("<<<<<<<", "=======", ">>>>>>>"))
+    assert re.search(said, str(error)), str(error)
+
+
+def test_a_patch_file_left_mid_merge_is_refused_with_the_way_to_merge_it(ws):
+    ws.series_of(*THREE[:2])
+    before = head(ws.tree)
+    bad = ws.patches / "0002-Core-Second.patch"
+    text = bad.read_text()
+    markers = "<<<<<<< ours\n-    return 2 * x\n=======\n>>>>>>> theirs"
+    bad.write_text(text.replace("-    return 2 * x", markers))
+    line = text[: text.index("-    return 2 * x")].count("\n") + 1
+    for command in (ws.sync, ws.export):
+        said = refused(command)
+        assert f"{bad} holds an unresolved merge" in said
+        assert f"conflict markers, from line {line})" in said
+        assert f"`git checkout --ours -- {bad}`" in said
+    assert head(ws.tree) == before and clean(ws.tree)
+    assert "backup/" not in git(ws.tree, "branch").stdout
 
 
 def test_commits_carry_their_authors_identity(ws):
