@@ -69,14 +69,29 @@ def _fixup(fork: Path, item, commit: str, steps_back: int) -> list[str]:
     return lines
 
 
-def _keep_both(fork: Path, standing: Standing, series_len: int) -> list[str]:
+DROP_OR_CHANGE = (
+    Change.CHANGED_IN_FORK_DROPPED_FROM_SERIES,
+    Change.CHANGED_IN_SERIES_DROPPED_IN_FORK,
+)
+
+
+def _keep_both(
+    fork: Path, standing: Standing, series_len: int, drops: bool = False
+) -> list[str]:
     """After `sync --force`: each changed patch of the fork as a fixup of the
     series' version, each patch only the fork has picked, then the fixups
-    squashed: one commit per patch, none twice."""
+    squashed: one commit per patch, none twice. A patch dropped on one side
+    and changed on the other keeps the change, or with `drops` the drop."""
     commits = series_commits(fork)
     lines, picks, fixups = [], [], 0
     for item in standing.of(State.LOCAL, State.BOTH):
-        if item.fork_at is None or item.fork is None:
+        if item.change in DROP_OR_CHANGE:
+            if item.fork_at is not None and item.fork and not drops:
+                picks.append(
+                    f"    git -C {fork} cherry-pick {commits[item.fork_at][:12]}  "
+                    f"# {item.fork.subject}"
+                )
+        elif item.fork_at is None or item.fork is None:
             lines.append(
                 f"    # {item.line(advice=False).strip()}: redo that with "
                 f"`git -C {fork} rebase -i {BASE_TAG}`"
@@ -95,25 +110,53 @@ def _keep_both(fork: Path, standing: Standing, series_len: int) -> list[str]:
     if fixups:
         lines.append(f"    git -C {fork} -c sequence.editor=: rebase -q -i "
                      f"--autosquash {BASE_TAG}")  # fmt: skip
+    if drops:
+        for item in standing.of(State.BOTH):
+            if item.change is Change.CHANGED_IN_SERIES_DROPPED_IN_FORK:
+                back = series_len - item.number + len(picks)
+                lines.append(
+                    f"    git -C {fork} rebase -q --onto HEAD~{back + 1} "
+                    f"HEAD~{back}  # drops {item.series.name if item.series else ''}"
+                )
     return lines
+
+
+def _diverged(fork: Path, standing: Standing, command: str, series_len: int) -> str:
+    """Both sides changed: the commands that keep both, and where a patch was
+    dropped on one side and changed on the other, those that keep the drop."""
+    steps = [
+        "    python3 -m forktool sync --force   # the series; your commits "
+        "stay on a backup/<time> branch\n"
+    ]
+    end = (
+        "    # resolve any conflicts git reports, then:\n    python3 -m forktool export"
+    )
+    keep = _keep_both(fork, standing, series_len)
+    text = (
+        f"Both {fork} and the series changed since the last sync or export:\n"
+        + standing.report(State.LOCAL, State.BEHIND, State.BOTH)
+        + f"\n`{command}` changed nothing: `export` would undo the series' "
+        "changes, `sync` would set the fork's aside.\nTo keep both, one "
+        "commit per patch"
+    )
+    dropped = [i for i in standing.items if i.change in DROP_OR_CHANGE]
+    if not dropped:
+        return f"{text}:\n" + "".join([*steps, *(f"{x}\n" for x in keep), end])
+    names = ", ".join(p.name for i in dropped if (p := i.series or i.fork))
+    drops = _keep_both(fork, standing, series_len, drops=True)
+    return (
+        f"{text}, keeping the changed version of {names}:\n"
+        + "".join([*steps, *(f"{x}\n" for x in keep), end])
+        + f"\nOr the same, keeping the drop of {names}:\n"
+        + "".join([*steps, *(f"{x}\n" for x in drops), end])
+    )
 
 
 def refusal(fork: Path, standing: Standing, command: str, series_len: int) -> str:
     """Why `command` changes nothing, and what to run instead (safe to run)."""
     kind = Refusal.of(standing)
     if kind is Refusal.DIVERGED:
-        return (
-            f"Both {fork} and the series changed since the last sync or export:\n"
-            + standing.report(State.LOCAL, State.BEHIND, State.BOTH)
-            + f"\n`{command}` changed nothing: `export` would undo the series' "
-            "changes, `sync` would set the fork's aside.\nTo keep both, one "
-            "commit per patch:\n"
-            "    python3 -m forktool sync --force   # the series; your commits "
-            "stay on a backup/<time> branch\n"
-            + "".join(f"{line}\n" for line in _keep_both(fork, standing, series_len))
-            + "    # resolve any conflicts git reports, then:\n"
-            "    python3 -m forktool export"
-        )
+        return _diverged(fork, standing, command, series_len)
     if kind is Refusal.LOCAL_WORK:
         return (
             f"{fork} has work the series lacks:\n{standing.report(State.LOCAL)}\n"

@@ -67,6 +67,16 @@ class Change(Enum):
         "",
     )
     OTHER_ORDER = State.BOTH, "in another order in the fork than in the series", ""
+    CHANGED_IN_FORK_DROPPED_FROM_SERIES = (
+        State.BOTH,
+        "changed in the fork, dropped from the series",
+        "",
+    )
+    CHANGED_IN_SERIES_DROPPED_IN_FORK = (
+        State.BOTH,
+        "changed in the series, dropped in the fork",
+        "",
+    )
 
     def __init__(self, state: State, what: str, advice: str) -> None:
         self.state, self.what, self.advice = state, what, advice
@@ -214,14 +224,19 @@ def _unpaired(
     entries: list[Entry],
 ) -> list[Item]:
     """The patches left without a partner: dropped on one side (the record
-    had them) or only on one side."""
+    had them), dropped on one side and changed on the other (the record had
+    its subject, neither side has the recorded version), or only on one side."""
     rec_series = {e.series for e in entries}
     rec_fork = {e.fork for e in entries if e.fork}
     rec_applied = {e.series for e in entries if e.fork}
+    on_both = {p.fingerprint for p in (*fork, *series)}
+    gone = {e.subject for e in entries if {e.series, e.fork}.isdisjoint(on_both)}
     items = []
     for fi in sorted(free_f):
         if fork[fi].fingerprint in rec_fork:
             change = Change.DROPPED_FROM_SERIES
+        elif fork[fi].subject in gone:
+            change = Change.CHANGED_IN_FORK_DROPPED_FROM_SERIES
         else:
             change = Change.ONLY_IN_FORK
         items.append(Item(change, fork=fork[fi], number=fi + 1, fork_at=fi))
@@ -230,6 +245,8 @@ def _unpaired(
             change = Change.DROPPED_IN_FORK
         elif series[si].fingerprint in rec_series:
             change = Change.NOT_APPLIED
+        elif series[si].subject in gone:
+            change = Change.CHANGED_IN_SERIES_DROPPED_IN_FORK
         else:
             change = Change.ONLY_IN_SERIES
         items.append(Item(change, series=series[si], number=si + 1))

@@ -206,3 +206,44 @@ def test_both_sides_changed_the_same_line_the_advice_stops_at_the_conflict(ws):
     ws.follow(message.split("apply --3way\n", 1)[1])
     assert subjects(ws.tree) == SUBJECTS
     assert "# both" in (ws.patches / "0002-Core-Second.patch").read_text()
+
+
+def _block(message: str, keep: str) -> str:
+    """The advice's commands for keeping the change or the drop."""
+    change, drop = message.split("\nOr the same, keeping the drop of ")
+    return (
+        change.split("keeping the changed version of ")[1] if keep == "change" else drop
+    )
+
+
+@pytest.mark.parametrize("keep", ["change", "drop"])
+@pytest.mark.parametrize("where", ["dropped from the series", "dropped in the fork"])
+def test_a_patch_dropped_on_one_side_and_changed_on_the_other(ws, where, keep):
+    """Both named, exit 3; the advice keeps the change or the drop, as chosen."""
+    ws.series_of(*THREE)
+    theirs = ws.teammate()
+    if where == "dropped from the series":
+        edit_series(theirs, "sed -i 2d")
+        change_second(ws.tree, MINE)  # not exported
+        said = "0002-Core-Second.patch: changed in the fork, dropped from the series"
+    else:
+        change_second(theirs, THEIRS)
+        edit_series(ws.tree, "sed -i 2d")  # not exported
+        said = "0002-Core-Second.patch: changed in the series, dropped in the fork"
+    pulled = ws.publish(theirs)
+    for command in (ws.sync, ws.export):
+        error = refusal(command)
+        assert isinstance(error, ConflictError) and f"  {said}\n" in str(error)
+        assert ws.snapshot() == pulled
+    ws.follow(_block(str(refusal(ws.sync)), keep))
+    kept = ["[Core] First", "[Core] Third"]
+    if keep == "change":
+        kept.insert(1 if where == "dropped in the fork" else 2, "[Core] Second")
+    assert subjects(ws.tree) == kept and ws.names() == [
+        f"{i:04d}-{s[1:5]}-{s[7:].replace(' ', '-')}.patch"
+        for i, s in enumerate(kept, 1)
+    ]
+    if keep == "change":
+        mine_or_theirs = MINE if where == "dropped from the series" else THEIRS
+        assert (ws.tree / "mini/util.py").read_text() == mine_or_theirs
+    assert "up to date" in ws.sync()
