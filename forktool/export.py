@@ -20,7 +20,7 @@ from forktool.git import git
 from forktool.patch_files import format_patches
 from forktool.safety import ensure_safe
 from forktool.series import HEADER, PatchInfo, describe, read_series
-from forktool.standing import Entry, Standing, State, compare
+from forktool.standing import Entry, Standing, State, compare, undone_export
 from forktool.sync import known_record
 from forktool.verify import Commit, misread, prove, series_messages, unexportable
 
@@ -198,6 +198,8 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
         new = format_patches(fork, Path(tmp))
         have = [describe(path) for path in new]
         record = known_record(fork, have, patches_dir)
+        if undone_export(fork, series, record):  # written again: agreed before
+            record = [Entry(s.subject, s.fingerprint, s.fingerprint) for s in series]
         standing = compare(have, series, record)
         if standing.of(State.BEHIND, State.BOTH):
             error = ConflictError if standing.of(State.BOTH) else ForkToolError
@@ -225,7 +227,7 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
     entries = [Entry(h.subject, h.fingerprint, h.fingerprint) for h in have]
     done = journal.Export(
         str(patches_dir), head, [p.name for p in written],
-        [p.name for p in removed], names, entries,
+        [p.name for p in removed], names, entries, [s.fingerprint for s in series],
     )  # fmt: skip
     journal.commit_export(fork, done)
     return "\n".join(

@@ -33,7 +33,7 @@ from forktool.advice import SYNCED
 from forktool.errors import ForkToolError
 from forktool.git import BASE_TAG, git
 from forktool.series import write_series
-from forktool.standing import Entry, save_record
+from forktool.standing import Entry, save_before_export, save_record
 
 # The staging worktree checks out only the files the patches touch.
 SPARSE = {
@@ -87,6 +87,8 @@ class Export:
     remove: list[str]
     series: list[str]
     entries: list[Entry]
+    before: list[str] = field(default_factory=list)
+    """The fingerprints of the series it replaces, to tell an undone export."""
 
 
 def _write_journal(fork: Path, kind: str, data: Move | Export) -> None:
@@ -166,6 +168,7 @@ def _finish_export(fork: Path, export: Export) -> None:
         (patches / name).unlink(missing_ok=True)
     write_series(patches, export.series)
     save_record(fork, export.entries)
+    save_before_export(fork, export.before if export.write or export.remove else [])
     git(fork, "update-ref", SYNCED, export.head)
     shutil.rmtree(staged, ignore_errors=True)
     journal_path(fork).unlink()

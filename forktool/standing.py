@@ -133,6 +133,29 @@ def save_record(fork: Path, entries: list[Entry]) -> None:
     os.replace(tmp, path)
 
 
+def save_before_export(fork: Path, fingerprints: list[str]) -> None:
+    """The series an export replaced (none: it changed nothing)."""
+    path = fork / ".git" / "forktool-before-export"
+    if not fingerprints:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(fingerprints) + "\n")
+    os.replace(tmp, path)
+
+
+def undone_export(
+    fork: Path, series: list[PatchInfo], record: list[Entry] | None
+) -> bool:
+    """Whether the series is back to what the last export replaced (patches/
+    checked out, stashed or reset after it), not what the export wrote."""
+    path = fork / ".git" / "forktool-before-export"
+    if not path.exists() or record is None:
+        return False
+    now = [s.fingerprint for s in series]
+    return now == json.loads(path.read_text()) and now != [e.series for e in record]
+
+
 @dataclass
 class Standing:
     items: list[Item]
@@ -225,12 +248,15 @@ def _unpaired(
 ) -> list[Item]:
     """The patches left without a partner: dropped on one side (the record
     had them), dropped on one side and changed on the other (the record had
-    its subject, neither side has the recorded version), or only on one side."""
+    its subject applied, neither side has the recorded version), or only on
+    one side."""
     rec_series = {e.series for e in entries}
     rec_fork = {e.fork for e in entries if e.fork}
     rec_applied = {e.series for e in entries if e.fork}
     on_both = {p.fingerprint for p in (*fork, *series)}
-    gone = {e.subject for e in entries if {e.series, e.fork}.isdisjoint(on_both)}
+    gone = {
+        e.subject for e in entries if e.fork and {e.series, e.fork}.isdisjoint(on_both)
+    }
     items = []
     for fi in sorted(free_f):
         if fork[fi].fingerprint in rec_fork:

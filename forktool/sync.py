@@ -34,6 +34,7 @@ from forktool.standing import (
     compare,
     load_record,
     save_record,
+    undone_export,
 )
 from forktool.verify import unexportable
 
@@ -217,6 +218,8 @@ def sync(
                 + refusal(fork, standing, "sync", len(paths))
             )
         done = _move_base(fork, author, base_message, sdist, generated, run)
+    elif undone_export(fork, series, record) and not force:
+        raise ForkToolError(_undone(fork, standing))
     else:
         done = _sync_same_base(fork, paths, standing, record, force, run)
     return f"{recovered}\n{done}" if recovered else done
@@ -246,6 +249,21 @@ def _materialise(
     os.replace(partial, fork)
     if error:
         raise error
+
+
+def _undone(fork: Path, standing: Standing) -> str:
+    """Why sync refuses a series put back to what the last export replaced."""
+    commit = git(fork, "log", "-1", "--format=%h %s", "HEAD").stdout.strip()
+    return (
+        f"patches/ is back to what your last export replaced (`git checkout`, "
+        f"`git stash` or `git reset` of patches/ after it?), so it lacks what "
+        f"{fork} has, up to {commit}:\n"
+        + standing.report(State.BEHIND, State.LOCAL, State.BOTH, advice=False)
+        + "\nsync changed nothing. Write them into patches/ again (then commit "
+        "patches/):\n    python3 -m forktool export\nor take patches/ as it is, "
+        "your commits kept on a backup/<time> branch:\n"
+        "    python3 -m forktool sync --force"
+    )
 
 
 def _sync_same_base(fork, paths, standing, record, force, run) -> str:

@@ -243,3 +243,32 @@ def test_export_refuses_to_delete_a_patch_file_git_could_not_give_back(ws, where
         commit_series(ws.patches)  # now the file is in this repository's history
         assert "1 removed" in ws.export()
         assert not (ws.patches / "0003-Core-Third.patch").exists()
+
+
+@pytest.mark.parametrize("way", ["export again", "take patches/"])
+@pytest.mark.parametrize("undo", [("checkout", "--", "."), ("stash",)])
+def test_an_undone_export_is_named_and_each_way_on_loses_nothing(ws, undo, way):
+    ws.series_of(*THREE)
+    committed = ws.snapshot()
+    change_second(ws.tree, MINE)
+    mine = head(ws.tree)
+    ws.export()
+    exported = ws.snapshot()
+    git(ws.patches, *undo)
+    assert ws.snapshot() == committed
+    said = refused(ws.sync)
+    assert said.startswith("patches/ is back to what your last export replaced")
+    assert f"up to {mine[:7]}" in said and "0002-Core-Second.patch" in said
+    assert head(ws.tree) == mine and ws.snapshot() == committed
+    export, force = said.split("\nor take patches/ as it is")
+    ws.follow(export if way == "export again" else force)
+    if way == "export again":
+        assert ws.snapshot() == exported and head(ws.tree) == mine
+    else:
+        assert (
+            ws.snapshot() == committed
+            and (ws.tree / "mini/util.py").read_text() != MINE
+        )
+        kept = [b for b in git(ws.tree, "branch").stdout.split() if "backup/" in b]
+        assert [head(ws.tree, b) for b in kept] == [mine]
+    assert "up to date" in ws.sync()
