@@ -8,6 +8,7 @@ it runs from.
 
 from __future__ import annotations
 
+import errno
 import sys
 from pathlib import Path
 
@@ -35,6 +36,35 @@ def main(argv: list[str] | None = None) -> int:
     except ForkToolError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.status
+    except OSError as e:
+        # The tool's own writes (build/, its lock, the cache, an unpack): one
+        # line naming the path and the cause, never a traceback.
+        print(f"error: {os_error(e)}", file=sys.stderr)
+        return 1
+
+
+TO_DO = {
+    errno.EROFS: "the file system is read-only: make it writable, or move the "
+    "clone (VLLM_FORK_CACHE moves the cache) to one that is",
+    errno.EACCES: "no permission: give yourself write permission there",
+    errno.EPERM: "no permission: give yourself write permission there",
+    errno.ENOSPC: "free some space on that disk, then run the command again",
+    errno.EDQUOT: "your disk quota is used up: free some space, then run the "
+    "command again",
+    errno.EFBIG: "a file size limit (ulimit -f) stopped it: raise it, then run "
+    "the command again",
+    errno.EEXIST: "something that is not a folder, a file or a dangling symbolic "
+    "link, is where a folder must be: remove it or point it at a folder",
+    errno.ENOTDIR: "a file is where a folder must be: remove or move it",
+}
+
+
+def os_error(e: OSError) -> str:
+    """`<path>: <cause> (<what to do>)` for a failed read or write."""
+    paths = [str(p) for p in (e.filename, e.filename2) if p is not None]
+    cause = e.strerror or str(e)
+    to_do = TO_DO.get(e.errno or 0, "fix that, then run the command again")
+    return ": ".join([" -> ".join(paths), cause] if paths else [cause]) + f" ({to_do})"
 
 
 if __name__ == "__main__":

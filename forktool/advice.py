@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from forktool import reverts
 from forktool.git import BASE_TAG, SERIES, git, series_commits
 from forktool.standing import Change, Refusal, Standing, State
 
@@ -269,6 +270,7 @@ def warnings(fork: Path, names: list[str]) -> list[str]:
                 f"{fork} rebase -i {BASE_TAG}` (mark the later one `fixup`)"
             )
         seen.setdefault(subject, name)
+    found += reverts.hints(fork, names)
     if unsigned:
         back = len(names) - unsigned[0]
         start = BASE_TAG if back == len(names) else f"HEAD~{back}"

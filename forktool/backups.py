@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from forktool.git import ISOLATED, git
@@ -22,6 +23,8 @@ from forktool.sync import committed_fingerprints
 class Backup:
     name: str
     date: str
+    """When `sync` made it ("made 2026-12-02 18:49:29 UTC", from its name),
+    else its commit's date ("committed 2026-12-01")."""
     commits: int
     lacking: list[str]
     """Subjects of its commits that the fork's HEAD lacks and patches/'
@@ -29,6 +32,17 @@ class Backup:
     superseded: list[str]
     """Subjects of its commits that the fork lacks but that are versions of
     patches committed in patches/: the series replaced them."""
+
+
+def _made(name: str, committed: str) -> str:
+    """When the backup `name` was made: the UTC time `backup/<YYYYmmddTHHMMSS>`
+    (sync's _backup_name) holds; a branch named otherwise, its commit date."""
+    stamp = name.removeprefix("backup/")[:15]
+    try:
+        made = datetime.strptime(stamp, "%Y%m%dT%H%M%S")
+    except ValueError:
+        return f"committed {committed}"
+    return f"made {made:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def _fingerprint(fork: Path, commit: str) -> str:
@@ -64,7 +78,8 @@ def backups(fork: Path, patches: Path | None = None) -> list[Backup]:
                 committed = committed_fingerprints(patches) if patches else set()
             saved = _fingerprint(fork, commit) in committed
             (superseded if saved else lacking).append("".join(subject))
-        found.append(Backup(name, date, len(cherry), lacking, superseded))
+        made = _made(name, date)
+        found.append(Backup(name, made, len(cherry), lacking, superseded))
     return found
 
 

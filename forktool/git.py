@@ -69,7 +69,11 @@ def git(
     if check and result.returncode != 0:
         where = f" in {repo}" if repo is not None else ""
         stderr = result.stderr.decode() if binary else result.stderr
-        raise ForkToolError(f"git {' '.join(args)} failed{where}:\n{stderr.strip()}")
+        failed = f"git {' '.join(args)} failed{where}:"
+        # Killed by a signal (a file size limit, ...), git says nothing: say why.
+        if how := process.killed(result.returncode):
+            failed += f" {how}"
+        raise ForkToolError(f"{failed}\n{stderr.strip()}".rstrip())
     return result
 
 

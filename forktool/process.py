@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,28 @@ def _missing(cmd: Cmd, e: OSError) -> ForkToolError:
     return ForkToolError(f"cannot run `{_shown(cmd)}`: {e.strerror or e}")
 
 
+SIGNALS = {
+    signal.SIGXFSZ: "a file size limit (ulimit -f) stopped it writing a file: "
+    "raise it (`ulimit -f unlimited`), then run the command again",
+    signal.SIGKILL: "by the system (out of memory?) or by someone",
+    signal.SIGSEGV: "it crashed",
+    signal.SIGBUS: "it crashed (a full disk under a mapped file?)",
+}
+
+
+def killed(status: int) -> str:
+    """For a negative `status` (killed by a signal), what killed it and what
+    that means; "" for an exit status."""
+    if status >= 0:
+        return ""
+    try:
+        sig = signal.Signals(-status)
+    except ValueError:
+        return f"killed by signal {-status}"
+    meaning = SIGNALS.get(sig)
+    return f"killed by {sig.name}" + (f": {meaning}" if meaning else "")
+
+
 def failure(
     cmd: Cmd, status: int, output: str = "", cwd: Path | None = None
 ) -> ForkToolError:
@@ -34,7 +57,8 @@ def failure(
     where = f" in {cwd}" if cwd is not None else ""
     tail = "\n".join(output.strip().splitlines()[-TAIL:])
     said = f":\n{tail}" if tail else ""
-    return ForkToolError(f"`{_shown(cmd)}` failed (exit status {status}){where}{said}")
+    how = killed(status) or f"exit status {status}"
+    return ForkToolError(f"`{_shown(cmd)}` failed ({how}){where}{said}")
 
 
 def run(

@@ -17,7 +17,7 @@ import shlex
 import shutil
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from forktool import lock, process, uv
@@ -169,10 +169,34 @@ def _clones() -> Path:
 
 
 def register_clone(repo: Path = LAYOUT.root) -> None:
-    """Note in the cache that `repo` uses it, so `cache` keeps what its pins use."""
-    _clones().mkdir(parents=True, exist_ok=True)
+    """Note in the cache that `repo` uses it, so `cache` keeps what its pins use.
+
+    A note already there is not written again, so a read-only cache that
+    holds everything stops nothing; one that cannot take the note is a
+    warning, not an error. The note is whole or absent (`cache` reads them).
+    """
     name = hashlib.sha256(str(repo).encode()).hexdigest()[:16]
-    (_clones() / f"{name}.json").write_text(json.dumps({"repo": str(repo)}) + "\n")
+    entry = _clones() / f"{name}.json"
+    text = json.dumps({"repo": str(repo)}) + "\n"
+    try:
+        if entry.read_text() == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    part = entry.with_name(f".{entry.name}.{os.getpid()}.part")
+    try:
+        _clones().mkdir(parents=True, exist_ok=True)
+        part.write_text(text)
+        os.replace(part, entry)
+    except OSError as e:
+        with suppress(OSError):
+            part.unlink(missing_ok=True)
+        print(
+            f"warning: cannot note this clone in the cache: {e.filename or entry}: "
+            f"{e.strerror or e}; `cache` in another clone may count this clone's "
+            "downloads unused",
+            file=sys.stderr,
+        )
 
 
 def _used_by(pins: Pins) -> set[Path]:

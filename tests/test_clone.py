@@ -201,3 +201,16 @@ def test_backups_prune_deletes_only_what_the_fork_or_the_series_holds(ws, case):
     assert (f"; kept {kept} holding" in pruned) if kept else "kept" not in pruned
     left = [b.name for b in backups.backups(ws.tree, ws.patches)]
     assert left == [b.name for b in before if b.lacking]
+
+
+def test_backups_are_dated_when_they_were_made(ws):
+    ws.series_of(*THREE)
+    git(ws.tree, "branch", "backup/20240102T030405", "HEAD~1")
+    git(ws.tree, "branch", "backup/20240102T030405-1", "HEAD~1")
+    git(ws.tree, "branch", "backup/by-hand", "HEAD~1")  # no time in its name
+    listed = backups.report(ws.tree, False, ws.patches)
+    print(listed)
+    committed = git(ws.tree, "log", "-1", "--format=%cs").stdout.strip()
+    assert "  backup/20240102T030405 (made 2024-01-02 03:04:05 UTC): " in listed
+    assert "  backup/20240102T030405-1 (made 2024-01-02 03:04:05 UTC): " in listed
+    assert f"  backup/by-hand (committed {committed}): " in listed

@@ -4,16 +4,17 @@ by its path from any folder."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import shutil
 import subprocess
 import sys
 
 import pytest
-from fork_fixture import git
+from fork_fixture import THREE, git
 
 from evidence.matrix import table as _table
-from forktool import commands, prerequisites, uv, venv
+from forktool import commands, prerequisites, reverts, uv, venv
 from forktool.__main__ import main
 from forktool.check_runs import all_checks
 from forktool.commands import COMMANDS, Command
@@ -212,3 +213,68 @@ def test_setup_needs_git_and_until_they_exist_pip_and_the_python(tmp_path, monke
     hide(monkeypatch, "git", "npm", "node")  # test and pr need node
     with pytest.raises(ForkToolError, match=r"^`setup` needs .*: git, for the fork"):
         prerequisites.require("setup", needs)
+
+
+def usage_error(capsys, argv: list[str]) -> str:
+    """What `python3 -m forktool argv` prints for a usage error (exit 2)."""
+    with pytest.raises(SystemExit) as exit_status:
+        main(argv)
+    assert exit_status.value.code == 2
+    err = capsys.readouterr().err
+    print(err)
+    return err
+
+
+@pytest.mark.parametrize(
+    "argv", [["sync", "--froce"], ["sync", "extra-arg"], ["sync", "--f"]]
+)
+def test_an_option_typo_shows_the_commands_usage(capsys, argv):
+    err = usage_error(capsys, argv)
+    assert err.startswith("usage: python3 -m forktool sync [-h] [--force]")
+    assert f"python3 -m forktool sync: error: unrecognized arguments: {argv[1]}" in err
+
+
+def test_no_option_is_abbreviated(capsys):
+    for argv in (["sync", "--f"], ["export", "--c"], ["backups", "--p"]):
+        assert "unrecognized arguments" in usage_error(capsys, argv)
+
+
+@pytest.mark.parametrize("argv", [["snyc"], []])
+def test_an_unknown_or_missing_command_reads_as_command(capsys, argv):
+    err = usage_error(capsys, argv)
+    assert "command_name" not in err and "<command>" in err
+
+
+def test_every_option_and_argument_has_help():
+    for name in COMMANDS:
+        parser = argparse.ArgumentParser()
+        commands.command(name).options(parser)
+        for action in parser._actions:
+            assert action.help, f"{name} {action.dest}: no help"
+
+
+def test_the_readme_says_usage_errors_exit_2():
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "Exit status: 0 done, 1 refused or failed" in readme
+    assert "2 a usage error" in readme
+
+
+def test_a_git_revert_of_a_patch_is_told_how_to_drop_it(ws):
+    ws.series_of(*THREE)
+    git(ws.tree, "revert", "--no-edit", "HEAD~1")  # [Core] Second, patch 2
+    exported = ws.export()
+    names = ws.names()
+    assert f"warning: {names[3]}: reverts patch 2 ({names[1]})" in exported
+    assert names[3].startswith("0004-Revert-Core-Second")
+    assert reverts.hints(ws.tree, names) == [
+        f"warning: {names[3]}: reverts patch 2 ({names[1]}): to drop patch 2, "
+        f"`git -C {ws.tree} rebase -i base` and delete its line and this "
+        "revert's (a revert keeps both in the series)"
+    ]
+    # Reworded, its "This reverts commit" gone: found by the quoted subject.
+    git(ws.tree, "commit", "-q", "--amend", "-m", 'Revert "[Core] Second"')
+    assert len(reverts.hints(ws.tree, names)) == 1
+    # A revert of nothing in the series: no hint.
+    message = 'Revert "[Core] Elsewhere"\n\nThis reverts commit 1234567.'
+    git(ws.tree, "commit", "-q", "--amend", "-m", message)
+    assert reverts.hints(ws.tree, names) == []

@@ -24,9 +24,29 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="256 requests only, 3x10 steps"
     )
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(bench.SIZES))
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=list(bench.SIZES),
+        metavar="N",
+        help="the numbers of requests, one case each (default: "
+        f"{' '.join(map(str, bench.SIZES))})",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="measurements per case, the fork and base processes taking turns "
+        "(default: 5)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=20,
+        help="scheduler steps in each measurement, which is their median time "
+        "(default: 20)",
+    )
 
 
 COMMAND = Command(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Sequence
+from typing import Any
 
 from forktool.commands.command import Command
 
@@ -69,17 +71,33 @@ def command(name: str) -> Command:
     return command
 
 
+class _Strict(argparse.ArgumentParser):
+    """A command's parser: what it does not know is an error that shows the
+    command's usage, not the top level's. Options are never abbreviated
+    (`sync --f` is no `--force`); usage errors exit 2, argparse's."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extra = super().parse_known_args(args, namespace)
+        if extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed, extra
+
+
 def parser(description: str | None, argv: list[str]) -> argparse.ArgumentParser:
     """`python3 -m forktool`'s parser for `argv`; `args.subcommand.run` does
     what is asked. Only the command `argv` names is imported, for its options."""
     parser = argparse.ArgumentParser(
         prog="python3 -m forktool", description=description, allow_abbrev=False
     )
-    sub = parser.add_subparsers(dest="command_name", required=True)
+    sub = parser.add_subparsers(
+        dest="command_name", metavar="<command>", required=True, parser_class=_Strict
+    )
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
     for name, (_, help) in COMMANDS.items():
         if name != chosen:
-            sub.add_parser(name, help=help)
+            sub.add_parser(name, help=help, allow_abbrev=False)
             continue
         named = command(name)
         options = sub.add_parser(

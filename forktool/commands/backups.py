@@ -30,14 +30,15 @@ def options(parser: argparse.ArgumentParser) -> None:
 COMMAND = Command(
     "backups",
     "list (or --prune) the backup/<time> branches sync and sync --force leave",
-    "List the backup/<time> branches in build/vllm, each with its date, its "
-    "number of commits and those whose change the fork's HEAD lacks (by git "
-    "patch-id), each marked as local work saved nowhere else or as a version "
-    "committed in patches/ (one a teammate's change to that patch replaced: "
-    "git history keeps it). --prune deletes the backups whose commits are all "
-    "in the fork or in the git history of patches/ (the last 200 commits) and "
-    "keeps the others, which hold work nowhere else: it refuses to delete "
-    "those. Writes: branches of build/vllm only.",
+    "List the backup/<time> branches in build/vllm, each with the time sync "
+    "made it (UTC, its name's), its number of commits and those whose change "
+    "the fork's HEAD lacks (by git patch-id), each marked as local work saved "
+    "nowhere else or as a version committed in patches/ (one a teammate's "
+    "change to that patch replaced: git history keeps it). --prune deletes the "
+    "backups whose commits are all in the fork or in the git history of "
+    "patches/ (the last 200 commits) and keeps the others, which hold work "
+    "nowhere else: it refuses to delete those. Writes: branches of build/vllm "
+    "only.",
     run,
     options,
 )

@@ -32,7 +32,11 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-C", dest="directory", default=".", help="run in this directory"
     )
-    parser.add_argument("command", nargs=argparse.REMAINDER)
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        help="the command and its arguments, after `--` (e.g. `-- pytest -x`)",
+    )
 
 
 COMMAND = Command(

@@ -1,0 +1,225 @@
+"""File-system faults (a read-only folder, a full disk, a file size limit, a
+dangling symlink, no permission) end in one error line that names the path
+and the cause, never a traceback, and leave patches/ and the fork as they
+were. Simulated by raising OSError where the tool writes, or with a git
+killed by a signal: chmod does not stop root, who may run these tests."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import pathlib
+import tarfile
+from pathlib import Path
+
+import pytest
+from fork_fixture import THREE, Workspace, commit, git, head
+
+from forktool import commands, venv
+from forktool.__main__ import main
+from forktool.cache import cache_dir
+from forktool.commands import Command
+from forktool.errors import ForkToolError
+
+
+def as_command(monkeypatch, run) -> None:
+    """`python3 -m forktool sync` runs `run()` (no lock: `test` holds this
+    clone's while it runs these tests)."""
+    command = Command(
+        "sync", "h", "d", lambda pins, args: print(run()) or 0, locks=False
+    )
+    monkeypatch.setattr(commands, "command", lambda name: command)
+
+
+def one_error_line(capsys, *said: str) -> str:
+    err = capsys.readouterr().err
+    print(err)
+    assert "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert all(s in err for s in said), err
+    return err
+
+
+def read_only(monkeypatch, root: Path, code: int = errno.EROFS) -> None:
+    """Writing under `root` (a file or a folder) fails with `code`."""
+    strerror = os.strerror(code)
+
+    def refuse(real):
+        def write(self, *args, **kwargs):
+            if self == root or root in self.parents:
+                raise OSError(code, strerror, str(self))
+            return real(self, *args, **kwargs)
+
+        return write
+
+    for method in ("mkdir", "write_text", "write_bytes", "touch"):
+        monkeypatch.setattr(pathlib.Path, method, refuse(getattr(pathlib.Path, method)))
+
+
+def state(ws: Workspace) -> tuple[dict[str, bytes], str, str]:
+    """patches/, the fork's HEAD and its status, to compare before and after."""
+    status = git(ws.tree, "status", "--porcelain").stdout
+    return ws.snapshot(), head(ws.tree), status
+
+
+# -- the cache ---------------------------------------------------------------
+
+
+def test_a_read_only_cache_that_knows_the_clone_stops_nothing(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    repo = tmp_path / "clone"
+    venv.register_clone(repo)
+    entries = sorted((cache_dir() / "clones").iterdir())
+    read_only(monkeypatch, cache_dir())
+    venv.register_clone(repo)  # already registered: nothing to write
+    assert capsys.readouterr() == ("", "")
+    assert sorted((cache_dir() / "clones").iterdir()) == entries
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.ENOSPC, errno.EACCES])
+def test_a_cache_that_cannot_note_the_clone_warns_in_one_line(
+    tmp_path, monkeypatch, capsys, code
+):
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    (cache_dir() / "clones").mkdir(parents=True)
+    read_only(monkeypatch, cache_dir() / "clones", code)
+    venv.register_clone(tmp_path / "clone")  # no exception: sync goes on
+    err = capsys.readouterr().err
+    print(err)
+    assert err.count("\n") == 1 and err.startswith("warning: ")
+    assert str(cache_dir() / "clones") in err and os.strerror(code) in err
+    assert list((cache_dir() / "clones").iterdir()) == []  # nothing half-written
+
+
+def test_a_clone_noted_in_the_cache_is_never_half_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    real = pathlib.Path.write_text
+
+    def disk_full(self, text, *args, **kwargs):
+        real(self, text[:5], *args, **kwargs)  # what fitted
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(pathlib.Path, "write_text", disk_full)
+    venv.register_clone(tmp_path / "clone")
+    for entry in (cache_dir() / "clones").glob("*"):
+        json.loads(entry.read_text())  # `cache` reads every entry
+
+
+# -- any OSError -------------------------------------------------------------
+
+HINTS = {
+    errno.EROFS: "read-only",
+    errno.EACCES: "permission",
+    errno.EPERM: "permission",
+    errno.ENOSPC: "free some space",
+    errno.EDQUOT: "quota",
+    errno.EFBIG: "ulimit -f",
+    errno.EEXIST: "dangling symbolic link",
+}
+
+
+@pytest.mark.parametrize("code", HINTS)
+def test_an_os_error_is_one_line_with_the_path_its_cause_and_what_to_do(
+    tmp_path, monkeypatch, capsys, code
+):
+    path = tmp_path / "build" / "forktool.lock"
+
+    def fail():
+        raise OSError(code, os.strerror(code), str(path))
+
+    as_command(monkeypatch, fail)
+    assert main(["sync"]) == 1
+    one_error_line(capsys, f"error: {path}: {os.strerror(code)} (", HINTS[code])
+
+
+def test_an_os_error_without_a_path_is_one_line_too(monkeypatch, capsys):
+    def fail():
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    as_command(monkeypatch, fail)
+    assert main(["sync"]) == 1
+    one_error_line(capsys, "error: No space left on device (free some space")
+
+
+# -- sync and export on a broken disk ----------------------------------------
+
+
+def test_a_full_disk_during_the_first_unpack_leaves_nothing(ws, monkeypatch, capsys):
+    before = ws.snapshot()
+
+    def disk_full(self, path, *args, **kwargs):
+        part = Path(path) / "mini-0.1" / "mini" / "__init__.py"
+        part.parent.mkdir(parents=True)
+        part.write_text("VAL")  # what fitted
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(part))
+
+    with monkeypatch.context() as full:
+        full.setattr(tarfile.TarFile, "extractall", disk_full)
+        as_command(full, ws.sync)
+        assert main(["sync"]) == 1
+    one_error_line(capsys, "mini/__init__.py: No space left on device (free some")
+    assert not ws.tree.exists() and list(ws.tree.parent.iterdir()) == []
+    assert ws.snapshot() == before
+    assert "materialised" in ws.sync()  # space again: the fork is made
+
+
+def test_a_dangling_build_symlink_is_one_error_line(ws, monkeypatch, capsys):
+    before = ws.snapshot()
+    build = ws.tree.parent
+    build.symlink_to(build.parent / "gone")
+    as_command(monkeypatch, ws.sync)
+    assert main(["sync"]) == 1
+    one_error_line(capsys, f"{build}: File exists (", "dangling symbolic link")
+    assert ws.snapshot() == before and build.is_symlink()
+
+
+def test_a_read_only_build_is_one_error_line(ws, monkeypatch, capsys):
+    before = ws.snapshot()
+    read_only(monkeypatch, ws.tree.parent)
+    as_command(monkeypatch, ws.sync)
+    assert main(["sync"]) == 1
+    one_error_line(capsys, f"{ws.tree.parent}: Read-only file system (")
+    assert ws.snapshot() == before and not ws.tree.parent.exists()
+
+
+# -- git killed by a signal --------------------------------------------------
+
+
+def killing_git(tmp_path, monkeypatch, when: str) -> None:
+    """A git on PATH that a file size limit kills (SIGXFSZ) in `git <when>`."""
+    real = git(None, "--exec-path").stdout.strip() + "/git"
+    bin = tmp_path / "bin"
+    bin.mkdir()
+    (bin / "git").write_text(
+        f'#!/bin/sh\ncase " $* " in *" {when} "*) kill -s XFSZ $$;; esac\n'
+        f'exec {real} "$@"\n'
+    )
+    (bin / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_git_killed_by_a_file_size_limit_says_so(tmp_path, monkeypatch):
+    killing_git(tmp_path, monkeypatch, "status")
+    with pytest.raises(ForkToolError) as failed:
+        git(tmp_path, "status", "--porcelain")
+    said = str(failed.value)
+    print(said)
+    assert said.startswith(f"git status --porcelain failed in {tmp_path}: ")
+    assert "SIGXFSZ" in said and "a file size limit (ulimit -f)" in said
+
+
+def test_export_under_a_file_size_limit_is_one_line_and_changes_nothing(
+    ws, tmp_path, monkeypatch, capsys
+):
+    ws.series_of(*THREE)
+    commit(ws.tree, "mini/local.py", "LOCAL = 1\n", "[Core] Local")
+    before = state(ws)
+    with monkeypatch.context() as limited:
+        killing_git(tmp_path, limited, "status")
+        as_command(limited, ws.export)
+        assert main(["sync"]) == 1
+    one_error_line(capsys, "killed by SIGXFSZ", "a file size limit (ulimit -f)")
+    assert state(ws) == before
