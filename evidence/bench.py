@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evidence.tree_process import TreeProcess
+from evidence.worktrees import worktree
 from forktool import hfcache
 from forktool.check_runs import record
 from forktool.checks import Check
@@ -30,7 +31,6 @@ from forktool.pytest_runner import test_env
 from forktool.results import Measured, fork_tree
 from forktool.safety import ensure_safe
 from forktool.venv import python
-from forktool.worktrees import worktree
 
 BASE_TREE = LAYOUT.trees / "bench-base"
 WORKER = LAYOUT.fork_tests / "bench_scheduler.py"

@@ -23,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from evidence.worktrees import worktree
 from forktool import process
 from forktool.check_runs import record
 from forktool.checks import Check
@@ -37,7 +38,6 @@ from forktool.results import Measured, fork_tree
 from forktool.safety import ensure_safe
 from forktool.selection import Selection
 from forktool.venv import compiling_once, python
-from forktool.worktrees import worktree
 
 RESOLUTION = ("vllm/v1/core/kv_cache_planning.py", "vllm/v1/core/kv_cache_utils.py")
 TREE = "e2e-without-resolution"

@@ -32,6 +32,7 @@ from evidence.mutate_runs import (
     baseline,
     run_all,
 )
+from evidence.worktrees import worktree
 from forktool import results
 from forktool.errors import ForkToolError
 from forktool.git import git
@@ -40,7 +41,6 @@ from forktool.pytest_runner import Runner
 from forktool.results import Measured
 from forktool.selection import Selection
 from forktool.venv import venv_id
-from forktool.worktrees import worktree
 
 NAME = "mutants"
 """The check's name in the registry, and so its results file."""

@@ -30,13 +30,13 @@ from pathlib import Path
 from evidence.mutants import Mutant, series_mutants
 from evidence.mutate import load_equivalents
 from evidence.mutate_runs import baseline, run_all
+from evidence.worktrees import worktree
 from forktool import clone_lock, process
 from forktool.git import git
 from forktool.layout import LAYOUT
 from forktool.prepare import require_setup, vllm_runner
 from forktool.pytest_runner import Runner
 from forktool.selection import Selection
-from forktool.worktrees import worktree
 
 ARMS = ("warm", "fresh")
 

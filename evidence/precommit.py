@@ -35,10 +35,10 @@ from evidence.precommit_runner import (
     load_yaml,
     on_files,
 )
+from evidence.worktrees import worktree
 from forktool.git import SERIES, git, series_commits
 from forktool.prerequisites import Program, on_path
 from forktool.results import Measured
-from forktool.worktrees import worktree
 
 NEEDS = (
     Program("Node.js (node)", on_path("node"), "the markdownlint-cli2 hook"),

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from evidence.worktrees import worktree
 from forktool.errors import ForkToolError
 from forktool.git import BASE_TAG
 from forktool.layout import Layout
 from forktool.pytest_runner import Result, Runner
 from forktool.results import Measured
 from forktool.selection import Selection
-from forktool.worktrees import worktree
 
 
 @dataclass(frozen=True)
