@@ -99,7 +99,7 @@ def test_a_conflict_exits_with_status_3_other_errors_with_1(monkeypatch):
             raise error("stopped")
 
         # No lock: `test` holds this clone's while it runs these tests.
-        failing = Command("sync", "h", "d", run, locks=False)
+        failing = Command("d", run, locks=False)
         monkeypatch.setattr(commands, "command", lambda name, f=failing: f)
         assert main(["sync"]) == status
 

@@ -26,9 +26,7 @@ from forktool.errors import ForkToolError
 def as_command(monkeypatch, run) -> None:
     """`python3 -m forktool sync` runs `run()` (no lock: `test` holds this
     clone's while it runs these tests)."""
-    command = Command(
-        "sync", "h", "d", lambda pins, args: print(run()) or 0, locks=False
-    )
+    command = Command("d", lambda pins, args: print(run()) or 0, locks=False)
     monkeypatch.setattr(commands, "command", lambda name: command)
 
 

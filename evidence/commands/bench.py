@@ -50,8 +50,6 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 COMMAND = Command(
-    "bench",
-    "scheduler cost per step, fork against base (CPU)",
     "Time vLLM's real Scheduler (schedule() + update_from_output()) "
     "on planner-made KV cache configs, the base's code and the fork's in "
     "processes of their own, interleaved, with an A/A pair for the noise "

@@ -15,8 +15,6 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(
-    "e2e",
-    "the GPU end-to-end test, on the series and without its resolution (2 GPUs)",
     "Run the series' GPU-only test ([gpu_only] in upstream-tests.toml) with "
     "pytest -v -s, in the user's own environment (the GPUs, the Hugging Face "
     "token and cache: it reads the gated google/gemma-2-2b-it config and "

@@ -41,8 +41,6 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(
-    "mutate",
-    "mutation testing of the lines the series adds under vllm/",
     "Make mutants of each line the series adds under vllm/ (and/or, "
     "comparisons, a dropped not, any/all, constants, deleted assignments, "
     "raises and asserts, replaced return values), run the regression "

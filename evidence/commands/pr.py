@@ -49,8 +49,6 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 COMMAND = Command(
-    "pr",
-    "write build/pr/: PR description, series, apply-to-vllm.sh",
     "Render the upstream PR kit from the results `setup` and `test` wrote to "
     "build/results/: description.md (vLLM's PR template, checked with vLLM's "
     "markdownlint settings), series/ (format-patch with a cover letter), "

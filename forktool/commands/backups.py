@@ -28,8 +28,6 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 COMMAND = Command(
-    "backups",
-    "list (or --prune) the backup/<time> branches sync and sync --force leave",
     "List the backup/<time> branches in build/vllm, each with the time sync "
     "made it (UTC, its name's), its number of commits and those whose change "
     "the fork's HEAD lacks (by git patch-id), each marked as local work saved "

@@ -45,8 +45,6 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 COMMAND = Command(
-    "cache",
-    "list (and remove) downloads and uv builds no clone uses",
     "List what ${VLLM_FORK_CACHE:-~/.cache/vllm-fork} holds (a relative "
     "value is the clone's: resolved against its root, never the current "
     "folder). First what is in use, each path once under the clones that use "

@@ -1,4 +1,4 @@
-"""What a command declares: its help, its options and its function."""
+"""What a command declares: its description, options and function."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ def no_options(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class Command:
-    name: str
-    help: str
-    """One line, for `python3 -m forktool --help`."""
+    """A command; its name and one-line help are in forktool.commands."""
+
     description: str
     """What it does, what it refuses and what it writes: `<name> --help`."""
     run: Callable[[Pins, argparse.Namespace], int]

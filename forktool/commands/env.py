@@ -21,8 +21,6 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(
-    "env",
-    "print the shell lines for the fork's environment",
     'Print `export` lines, for eval "$(python3 -m forktool env)": this clone\'s '
     "venv, build/.venv (VIRTUAL_ENV, PATH), with a comment naming the vLLM tree "
     "it imports; VLLM_TARGET_DEVICE=cpu where there is no GPU (no nvidia-smi), "

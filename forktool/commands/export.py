@@ -25,8 +25,6 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 COMMAND = Command(
-    "export",
-    "write build/vllm's commits back to patches/",
     "Write build/vllm's commits since `base` to patches/ as normalised "
     "`git format-patch` files and rewrite patches/series; exporting an "
     "unchanged fork changes nothing. Before writing it applies the patches "

@@ -19,8 +19,6 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(
-    "install",
-    "make build/.venv exactly venv.lock, install the fork, self-check it",
     "Make this clone's venv, build/.venv, exactly venv.lock (`uv pip sync`, "
     "files hard-linked from uv's cache), unless it already is; install "
     "build/vllm into it, editable, with VLLM_USE_PRECOMPILED=1; then check it: "

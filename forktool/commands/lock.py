@@ -15,8 +15,6 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(
-    "lock",
-    "resolve venv.lock from pins.toml",
     "Resolve every package of the venv (vLLM's runtime dependencies from the "
     "pinned wheel's metadata, pip, the build and test requirements, under "
     "pins.toml's constraints) with `uv pip compile --generate-hashes` for the "

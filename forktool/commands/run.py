@@ -40,8 +40,6 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 COMMAND = Command(
-    "run",
-    "run a command in the fork's environment",
     "Run a command in the environment `env` prints, in the current "
     "directory or the one -C names, e.g. `python3 -m forktool run -C "
     "build/vllm -- pytest tests/v1/core/test_kv_cache_utils.py -k zeroing`. "

@@ -23,8 +23,6 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(
-    "setup",
-    "sync, install, show the fork, run the regression matrix",
     "sync, then install (with the venv's self-check), then show vLLM's version "
     "and tree, start `vllm serve --help` and run the series' regression matrix. "
     "Refuses what sync and install refuse, and, naming them, when programs it runs are "

@@ -24,8 +24,6 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 COMMAND = Command(
-    "sync",
-    "materialise build/vllm: base + series, or bring it up to date",
     "Materialise build/vllm as the pinned base (commit tagged `base`) plus one "
     "commit per patch of patches/series, or bring an existing fork up to date. "
     "It compares the fork's patches with the series (git patch-id --stable, "

@@ -25,8 +25,6 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(
-    "test",
-    "everything setup does, plus every check CI runs",
     "Everything setup does (the venv's self-check first), then the tool's "
     "tests, ruff and mypy on the tool's code, mutation testing of the series' "
     "added lines (after the regression matrix), the GPU-only tests "
