@@ -257,6 +257,6 @@ def fetch(pins: Pins, artifact: Artifact) -> Path:
         with urllib.request.urlopen(served[artifact.filename][0]) as response:
             with downloaded.open("wb") as out:
                 shutil.copyfileobj(response, out, 1 << 20)
-        verify(downloaded, artifact, pins)
         shutil.move(downloaded, target)
-    return target
+    # Verified where it stays: the error's advice names the cached file.
+    return verify(target, artifact, pins)

@@ -116,6 +116,22 @@ def test_a_sha256_mismatch_unpacks_nothing_and_says_which_side_is_wrong(
         assert subjects(ws.tree) == SUBJECTS
 
 
+def test_a_download_that_mismatches_is_kept_where_the_error_says(ws, monkeypatch):
+    cached = Path(os.environ["VLLM_FORK_CACHE"]) / "downloads" / "mini-0.1.tar.gz"
+    served = cached.with_name("served.tar.gz")
+    cached.rename(served)
+    actual = sha256_of(served)
+    monkeypatch.setattr(
+        pins, "_index", lambda p: {cached.name: (served.as_uri(), actual)}
+    )
+    bad = ws._replace(pins=make_pins(Artifact(cached.name, "1" * 64)))
+    message = refused(bad.sync)
+    assert (
+        f"sha256 mismatch for {cached}:" in message and "The file is kept." in message
+    )
+    assert cached.read_bytes() == served.read_bytes()
+
+
 PINS_EDITS = {
     "version only": (
         ('version = "0.33.0"', 'version = "0.32.0"'),
