@@ -26,6 +26,10 @@ from forktool.pins import Pins  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if sys.version_info < (3, 11, 4):  # tarfile's extraction filters
+        version = ".".join(map(str, sys.version_info[:3]))
+        print(f"error: the tool needs Python 3.11.4 or later, not {version}")
+        return 1
     args = parser("Command line: python3 -m forktool <command>.", argv).parse_args(argv)
     command = args.subcommand
     try:

@@ -74,7 +74,7 @@ def _refuse_losing(
     raise ForkToolError(
         f"export changed nothing: these patch files exist only on disk ({where}):\n"
         + "\n".join(lost)
-        + "\nCommit them first (`git add patches && git commit`), or copy them "
+        + "\nCommit them first (`git add patches && git commit`), or move them "
         "somewhere safe; then run `python3 -m forktool export` again."
     )
 
@@ -149,13 +149,19 @@ def _changes(
     return lines
 
 
+def _series_change(patches_dir: Path, names: list[str]) -> list[str]:
+    """The line for a series file export rewrites, if it does."""
+    series_file = (patches_dir / "series").read_bytes()
+    if series_file == (HEADER + "".join(f"{n}\n" for n in names)).encode():
+        return []
+    listed = [p.name for p in read_series(patches_dir)]
+    if listed != names:
+        return ["  series: another list or order"]
+    return ["  series: the same list, rewritten (its comments, blank lines or spaces)"]
+
+
 def _check(patches_dir: Path, names: list[str], lines: list[str]) -> str:
     """`export --check`: fail unless patches/ is what export would write."""
-    series_file = (patches_dir / "series").read_bytes()
-    if series_file != (HEADER + "".join(f"{n}\n" for n in names)).encode():
-        listed = [p.name for p in read_series(patches_dir)]
-        why = "another list or order" if listed != names else "written otherwise"
-        lines = [*lines, f"  series: {why}"]
     if lines:
         raise ForkToolError(
             f"{patches_dir} is not what export would write ({len(lines)} "
@@ -215,6 +221,7 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
             )
         renamed = _renamed(removed, series, have)
         lines = _changes(standing, written, removed, renamed, patches_dir)
+        lines += _series_change(patches_dir, names)
         if check:
             return _check(patches_dir, names, lines)
         overwritten = [patches_dir / p.name for p in written]

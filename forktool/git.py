@@ -73,6 +73,9 @@ def git(
         # Killed by a signal (a file size limit, ...), git says nothing: say why.
         if how := process.killed(result.returncode):
             failed += f" {how}"
+            lock = Path(repo or ".", ".git", "index.lock")
+            if lock.exists():
+                failed += f"; it left {lock}: delete it once no git runs there"
         raise ForkToolError(f"{failed}\n{stderr.strip()}".rstrip())
     return result
 

@@ -31,9 +31,9 @@ KEYS = {
 VERSION = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
 """A release's version (PEP 440, without epoch or local part)."""
 MOVE = (
-    "a move to another release sets [base] version and the filename and sha256 "
-    "of [base.sdist] and [base.wheel] together (README, Move to a new vLLM "
-    "release); nothing was changed"
+    "[base] project and version name the files of [base.sdist] and [base.wheel]: "
+    "a move to another release sets all of them, sha256 included (README, Move "
+    "to a new vLLM release); nothing was changed"
 )
 
 

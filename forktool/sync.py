@@ -258,7 +258,11 @@ def _undone(fork: Path, standing: Standing) -> str:
         f"patches/ is back to what your last export replaced (`git checkout`, "
         f"`git stash` or `git reset` of patches/ after it?), so it lacks what "
         f"{fork} has, up to {commit}:\n"
-        + standing.report(State.BEHIND, State.LOCAL, State.BOTH, advice=False)
+        + "\n".join(
+            f"  {patch.name}: as build/vllm has it, not as patches/ has it"
+            for item in standing.of(State.BEHIND, State.LOCAL, State.BOTH)
+            if (patch := item.fork or item.series)
+        )
         + "\nsync changed nothing. Write them into patches/ again (then commit "
         "patches/):\n    python3 -m forktool export\nor take patches/ as it is, "
         "your commits kept on a backup/<time> branch:\n"

@@ -278,3 +278,10 @@ def test_a_git_revert_of_a_patch_is_told_how_to_drop_it(ws):
     message = 'Revert "[Core] Elsewhere"\n\nThis reverts commit 1234567.'
     git(ws.tree, "commit", "-q", "--amend", "-m", message)
     assert reverts.hints(ws.tree, names) == []
+
+
+def test_a_python_without_tarfiles_filters_is_refused(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "version_info", (3, 11, 2, "final", 0))
+    assert main(["sync"]) == 1
+    said = capsys.readouterr().out
+    assert said == "error: the tool needs Python 3.11.4 or later, not 3.11.2\n"

@@ -207,6 +207,13 @@ def test_git_killed_by_a_file_size_limit_says_so(tmp_path, monkeypatch):
     print(said)
     assert said.startswith(f"git status --porcelain failed in {tmp_path}: ")
     assert "SIGXFSZ" in said and "a file size limit (ulimit -f)" in said
+    assert "it left" not in said
+    # A git killed while it held the index's lock leaves the lock behind.
+    lock = tmp_path / ".git" / "index.lock"
+    lock.parent.mkdir()
+    lock.write_text("")
+    with pytest.raises(ForkToolError, match=f"; it left {lock}: delete it once"):
+        git(tmp_path, "status", "--porcelain")
 
 
 def test_export_under_a_file_size_limit_is_one_line_and_changes_nothing(

@@ -62,6 +62,16 @@ def test_a_series_that_would_be_misread_is_refused_in_words(ws, case):
         assert said in refused(command)
 
 
+def test_a_series_written_otherwise_is_named_and_rewritten(ws):
+    ws.series_of(THREE[0])
+    series = ws.patches / "series"
+    written = series.read_bytes()
+    series.write_bytes(written.replace(b".patch\n", b".patch  \n\n"))
+    said = "  series: the same list, rewritten (its comments, blank lines or spaces)"
+    assert said in refused(lambda: ws.export(check=True))
+    assert said in ws.export() and series.read_bytes() == written
+
+
 def test_a_missing_series_is_named_as_missing(ws):
     ws.series_of(THREE[0])
     (ws.patches / "series").unlink()
