@@ -86,18 +86,15 @@ def _keep_both(
     commits = series_commits(fork)
     lines, picks, fixups = [], [], 0
     for item in standing.of(State.LOCAL, State.BOTH):
-        if item.change in DROP_OR_CHANGE:
-            if item.fork_at is not None and item.fork and not drops:
-                picks.append(
-                    f"    git -C {fork} cherry-pick {commits[item.fork_at][:12]}  "
-                    f"# {item.fork.subject}"
-                )
-        elif item.fork_at is None or item.fork is None:
+        dropped = item.change in DROP_OR_CHANGE
+        if dropped and (drops or item.fork is None):
+            continue
+        if item.fork_at is None or item.fork is None:
             lines.append(
                 f"    # {item.line(advice=False).strip()}: redo that with "
                 f"`git -C {fork} rebase -i {BASE_TAG}`"
             )
-        elif item.change is Change.ONLY_IN_FORK:
+        elif dropped or item.change is Change.ONLY_IN_FORK:
             picks.append(
                 f"    git -C {fork} cherry-pick {commits[item.fork_at][:12]}  "
                 f"# {item.fork.subject}"

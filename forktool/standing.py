@@ -133,9 +133,13 @@ def save_record(fork: Path, entries: list[Entry]) -> None:
     os.replace(tmp, path)
 
 
+def before_export_path(fork: Path) -> Path:
+    return fork / ".git" / "forktool-before-export"
+
+
 def save_before_export(fork: Path, fingerprints: list[str]) -> None:
     """The series an export replaced (none: it changed nothing)."""
-    path = fork / ".git" / "forktool-before-export"
+    path = before_export_path(fork)
     if not fingerprints:
         path.unlink(missing_ok=True)
         return
@@ -149,7 +153,7 @@ def undone_export(
 ) -> bool:
     """Whether the series is back to what the last export replaced (patches/
     checked out, stashed or reset after it), not what the export wrote."""
-    path = fork / ".git" / "forktool-before-export"
+    path = before_export_path(fork)
     if not path.exists() or record is None:
         return False
     now = [s.fingerprint for s in series]
