@@ -22,9 +22,8 @@ from types import ModuleType
 from typing import Any
 
 from evidence.ci_steps import Step
-from forktool.errors import ForkToolError
-from forktool.git import git
 from forktool.layout import LAYOUT
+from forktool.process import ForkToolError, git
 from forktool.pytest_runner import run_pytest, test_env
 
 TETHERING = "tools/pre_commit/check_test_tethering.py"

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forktool.git import git
+from forktool.process import git
 
 TEST_AMD_YAML = ".buildkite/test-amd.yaml"
 NVIDIA, AMD = "NVIDIA", "AMD"

@@ -27,11 +27,17 @@ from evidence.worktrees import worktree
 from forktool import process
 from forktool.check_runs import record
 from forktool.checks import Check
-from forktool.errors import ForkToolError
-from forktool.git import BASE_TAG, ISOLATED, git, series_commits, subject
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.prepare import require_setup
+from forktool.process import (
+    BASE_TAG,
+    ISOLATED,
+    ForkToolError,
+    git,
+    series_commits,
+    subject,
+)
 from forktool.pytest_outcomes import Result
 from forktool.pytest_runner import run_pytest
 from forktool.results import Measured, fork_tree

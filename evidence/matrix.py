@@ -18,9 +18,8 @@ from functools import partial
 from pathlib import Path
 
 from evidence.worktrees import series_tests_on_base, worktree
-from forktool.errors import ForkToolError
-from forktool.git import BASE_TAG, series_commits, series_subjects
 from forktool.layout import Layout
+from forktool.process import BASE_TAG, ForkToolError, series_commits, series_subjects
 from forktool.pytest_runner import Result, Runner, excerpt
 from forktool.results import Measured
 from forktool.selection import Selection

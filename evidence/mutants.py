@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from forktool.git import BASE_TAG, SERIES, git
+from forktool.process import BASE_TAG, SERIES, git
 
 
 @dataclass(frozen=True)

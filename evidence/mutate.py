@@ -34,9 +34,8 @@ from evidence.mutate_runs import (
 )
 from evidence.worktrees import worktree
 from forktool import results
-from forktool.errors import ForkToolError
-from forktool.git import git
 from forktool.layout import LAYOUT
+from forktool.process import ForkToolError, git
 from forktool.pytest_runner import Runner
 from forktool.results import Measured
 from forktool.selection import Selection

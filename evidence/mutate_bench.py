@@ -31,10 +31,10 @@ from evidence.mutants import Mutant, series_mutants
 from evidence.mutate import load_equivalents
 from evidence.mutate_runs import baseline, run_all
 from evidence.worktrees import worktree
-from forktool import clone_lock, process
-from forktool.git import git
+from forktool import process
 from forktool.layout import LAYOUT
 from forktool.prepare import require_setup, vllm_runner
+from forktool.process import git
 from forktool.pytest_runner import Runner
 from forktool.selection import Selection
 
@@ -53,7 +53,7 @@ def prepare(n: int) -> tuple[list[Mutant], list[Path], Runner, Selection]:
     the unmutated selection must pass."""
     require_setup("mutate_bench")
     selection = Selection.load(LAYOUT.selection)
-    with clone_lock.hold(LAYOUT.clone_lock, "mutate_bench"):
+    with process.hold(LAYOUT.clone_lock, "mutate_bench"):
         runner = vllm_runner(LAYOUT.venv)
         known = load_equivalents(LAYOUT.equivalents)
         every = series_mutants(LAYOUT.fork)

@@ -22,8 +22,8 @@ from pathlib import Path
 from evidence.mutants import Mutant
 from evidence.pytest_server import SWAP_FAILED
 from evidence.tree_process import TreeProcess
-from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
+from forktool.process import ForkToolError
 from forktool.pytest_outcomes import read_report
 from forktool.pytest_runner import Result, Runner, report_args, report_env, test_env
 from forktool.selection import Selection

@@ -36,8 +36,8 @@ from evidence.precommit_runner import (
     on_files,
 )
 from evidence.worktrees import worktree
-from forktool.git import SERIES, git, series_commits
 from forktool.prerequisites import Program, on_path
+from forktool.process import SERIES, git, series_commits
 from forktool.results import Measured
 
 NEEDS = (

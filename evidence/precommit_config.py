@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from forktool.errors import ForkToolError
+from forktool.process import ForkToolError
 
 CONFIG = ".pre-commit-config.yaml"
 LOCAL_REPOS = ("local", "meta")

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from forktool import lock, uv
 from forktool.cache import cache_dir
-from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins, uv_binary
+from forktool.process import ForkToolError
 from forktool.venv import COMPLETE, venv_id
 
 LOCK = LAYOUT.root / "precommit.lock"

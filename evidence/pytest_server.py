@@ -115,7 +115,7 @@ def warm(arg_lists: list[list[str]]) -> None:
 def main() -> None:
     warm_json, tree = sys.argv[1:3]
     # Run by path, this folder comes first on sys.path, where forktool's
-    # git.py, venv.py, commands/ ... would shadow what the tests import.
+    # process.py, venv.py, commands/ ... would shadow what the tests import.
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     sys.path.insert(0, tree)

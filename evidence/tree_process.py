@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from forktool import process
-from forktool.errors import ForkToolError
+from forktool.process import ForkToolError
 
 
 class TreeProcess:

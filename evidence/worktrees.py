@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from forktool.git import BASE_TAG, SERIES, git, identity
+from forktool.process import BASE_TAG, SERIES, git, identity
 
 
 def worktree(fork: Path, path: Path, commit: str) -> Path:

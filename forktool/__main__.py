@@ -13,15 +13,15 @@ import sys
 from pathlib import Path
 
 if not __package__:
-    # Run by path: the clone's root, not this folder (whose git.py, venv.py
+    # Run by path: the clone's root, not this folder (whose process.py, venv.py
     # ... would shadow other modules), is where `forktool` is imported from.
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from forktool import journal  # noqa: E402
 from forktool.commands import parser  # noqa: E402
-from forktool.errors import ForkToolError  # noqa: E402
 from forktool.layout import LAYOUT  # noqa: E402
 from forktool.pins import Pins  # noqa: E402
+from forktool.process import ForkToolError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

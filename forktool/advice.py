@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from forktool import reverts
-from forktool.git import BASE_TAG, SERIES, git, series_commits
+from forktool.process import BASE_TAG, SERIES, git, series_commits
 from forktool.standing import Change, Refusal, Standing, State
 
 SYNCED = "refs/forktool/synced"

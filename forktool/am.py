@@ -8,8 +8,7 @@ import re
 from pathlib import Path
 
 from forktool import port, verify
-from forktool.errors import ConflictError, ForkToolError
-from forktool.git import ISOLATED, git, identity
+from forktool.process import ISOLATED, ConflictError, ForkToolError, git, identity
 
 
 def _failed_files(output: str) -> list[str]:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from forktool.git import ISOLATED, git
 from forktool.patch_files import FORMAT_PATCH
+from forktool.process import ISOLATED, git
 from forktool.series import describe
 from forktool.sync import committed_fingerprints
 

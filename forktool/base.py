@@ -14,8 +14,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from forktool.errors import ForkToolError
-from forktool.git import BASE_TAG, ISOLATED, git, identity
+from forktool.process import BASE_TAG, ISOLATED, ForkToolError, git, identity
 
 # A fixed date for the base commit, and committer dates taken from the
 # patches' author dates (forktool.am): the same base and series give the same

@@ -7,8 +7,8 @@ import functools
 import os
 from pathlib import Path
 
-from forktool.git import git
 from forktool.layout import LAYOUT
+from forktool.process import git
 
 
 def cache_dir() -> Path:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forktool.errors import ForkToolError
+from forktool.process import ForkToolError
 from forktool.results import CheckResult, Measured
 
 if TYPE_CHECKING:

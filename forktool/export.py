@@ -15,9 +15,8 @@ from pathlib import Path
 
 from forktool import journal
 from forktool.advice import autosquash, linearise, refusal, reword, warnings
-from forktool.errors import ConflictError, ForkToolError
-from forktool.git import git
 from forktool.patch_files import format_patches
+from forktool.process import ConflictError, ForkToolError, git
 from forktool.safety import ensure_safe
 from forktool.series import HEADER, PatchInfo, describe, read_series
 from forktool.standing import Entry, Standing, State, compare, undone_export

@@ -10,7 +10,7 @@ and rewrites the series. A journal is written whole (`os.replace`), so it
 is there or not.
 
 `recover` runs first in every command, under the clone's lock
-(forktool.clone_lock). A journal means a commit was interrupted: it is
+(forktool.process). A journal means a commit was interrupted: it is
 finished (rolled forward). Staging without a journal means the command was
 stopped before committing: the staging is deleted (rolled back), and the fork
 and patches/ are as they were. Whatever signal ended the command, nothing is
@@ -28,10 +28,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from forktool import clone_lock
+from forktool import process
 from forktool.advice import SYNCED
-from forktool.errors import ForkToolError
-from forktool.git import BASE_TAG, git
+from forktool.process import BASE_TAG, ForkToolError, git
 from forktool.series import write_series
 from forktool.standing import Entry, save_before_export, save_record
 
@@ -227,7 +226,7 @@ def recover(fork: Path) -> str | None:
 def exclusive(lock: Path, fork: Path, command: str) -> Iterator[None]:
     """Hold the clone's lock; first finish or undo what an interrupted
     command left in `fork` and beside it."""
-    with clone_lock.hold(lock, command):
+    with process.hold(lock, command):
         if (fork / ".git").exists():
             said = recover(fork)
             if said:

@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 
 from forktool import uv
-from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins, uv_binary
+from forktool.process import ForkToolError
 
 LOCK = LAYOUT.lock
 COMMAND = "python3 -m forktool lock"

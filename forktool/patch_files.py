@@ -7,7 +7,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from forktool.git import BASE_TAG, ISOLATED, git
+from forktool.process import BASE_TAG, ISOLATED, git
 from forktool.series import PatchInfo, describe
 
 FORMAT_PATCH = [

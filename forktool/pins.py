@@ -16,8 +16,8 @@ from pathlib import Path
 
 from forktool import uv
 from forktool.cache import cache_dir
-from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
+from forktool.process import ForkToolError
 
 KEYS = {
     "": ("base", "fork", "venv"),

@@ -12,7 +12,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from forktool.git import git
+from forktool.process import git
 from forktool.selection import Selection
 from forktool.verify import changes, diff_of
 

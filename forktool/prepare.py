@@ -10,9 +10,9 @@ from subprocess import DEVNULL
 
 from forktool import hfcache, lock, process, sync
 from forktool.checks import Context
-from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins, fetch_sdist, uv_binary
+from forktool.process import ForkToolError
 from forktool.pytest_runner import Runner, test_env
 from forktool.results import Measured
 from forktool.selection import Selection

@@ -1,20 +1,142 @@
-"""Every program the tool runs starts here (git through forktool.git): a
-program that is missing, or fails where the caller needs it to succeed,
-becomes the tool's one error line naming the command, its exit status and
-the end of what it said, never a traceback."""
+"""Every program the tool runs starts here, git among them, and fails the one
+way the CLI reports: a `ForkToolError` naming the command, its exit status
+(or the signal that killed it) and the end of what it said, never a
+traceback.
+
+The clone's lock (`hold`) is an `fcntl.flock` on build/forktool.lock: a
+command that reads or writes patches/ or build/vllm holds it from start to
+end, so two commands never interleave. The kernel releases it when the last
+process holding it ends, however it ends; the git commands the tool runs
+inherit it (`inherited`), so a `git am` that outlives a killed command keeps
+the clone locked until it ends. The file names the holder for the message a
+second command prints.
+
+FORKTOOL_TRACE_GIT=1 prints each git command to stderr before it runs. The
+tool's own commits carry `identity(author)`; commands whose output must not
+depend on anybody's git configuration run with `ISOLATED`. None of them
+signs or runs hooks (`NEUTRAL`): the tool's commits are the same in every
+clone, whatever its user's `commit.gpgsign` or `core.hooksPath`; people's
+own commits, which the tool never makes, keep their settings. Nor does any
+start a background process (`git gc --auto`, an fsmonitor daemon), which
+would work on after the tool ends and hold the clone's lock.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shlex
 import signal
 import subprocess
-from collections.abc import Sequence
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from email.utils import parseaddr
 from pathlib import Path
 from typing import IO, Any
 
-from forktool.errors import ForkToolError
 
+# The errors the CLI turns into a message and an exit status.
+class ForkToolError(Exception):
+    """Something the user can act on: exit status 1."""
+
+    status = 1
+
+
+class ConflictError(ForkToolError):
+    """A patch that does not apply, or one changed on both sides: something to
+    resolve by hand. Exit status 3, as StGit's, so scripts tell it apart."""
+
+    status = 3
+
+
+# The clone's lock.
+WAIT_S = 5.0
+_held: int | None = None
+
+
+def inherited() -> tuple[int, ...]:
+    """The descriptors a child process keeps: the lock, while it is held."""
+    return () if _held is None else (_held,)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _holder(fd: int) -> dict | None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    text = os.read(fd, 4096).decode(errors="replace")
+    try:
+        return json.loads(text) if text.strip() else None
+    except ValueError:
+        return None
+
+
+def _busy(path: Path, holder: dict | None) -> ForkToolError:
+    who = (
+        f"`python3 -m forktool {holder['command']}` (pid {holder['pid']}"
+        + ("" if _alive(holder["pid"]) else ", ended; a git command it started runs on")
+        + ")"
+        if holder
+        else "another command"
+    )
+    return ForkToolError(
+        f"{who} is working in this clone, so this command changed nothing "
+        f"(waited {WAIT_S:.0f} s for {path}). Run it again once that one ends."
+    )
+
+
+@contextmanager
+def hold(path: Path, command: str, wait: float = WAIT_S) -> Iterator[None]:
+    """Hold the clone's lock at `path` while the block runs; wait up to
+    `wait` seconds for another command to end, then refuse, naming it.
+    Taking it again in the same process is a no-op."""
+    global _held
+    if _held is not None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise _busy(path, _holder(fd)) from None
+                time.sleep(0.05)
+        left = _holder(fd)
+        if left:
+            print(
+                f"`python3 -m forktool {left['command']}` (pid {left['pid']}) ended "
+                "without finishing; this command takes over its lock and finishes "
+                "or undoes what it left.",
+                file=sys.stderr,
+            )
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"command": command, "pid": os.getpid()}).encode(), 0)
+        _held = fd
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            _held = None
+    finally:
+        os.close(fd)
+
+
+# Running programs.
 Cmd = Sequence[str | Path]
 TAIL = 20
 """The lines of a failed command's output an error shows."""
@@ -134,3 +256,86 @@ def tee(cmd: Cmd, cwd: Path, env: dict[str, str] | None = None) -> tuple[int, st
 def environ(**added: str) -> dict[str, str]:
     """This process's environment with `added`."""
     return {**os.environ, **added}
+
+
+# git.
+BASE_TAG = "base"
+"""The tag on the fork's first commit, the pristine base."""
+SERIES = f"{BASE_TAG}..HEAD"
+"""The fork's commits: one per patch of the series."""
+
+# No global or system config (format.signature, diff.noprefix, core.abbrev,
+# ...): what the tool writes is the same on every machine.
+ISOLATED = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+# Also over the repository's own config: no signing, no hooks, no
+# background process.
+NEUTRAL = (
+    *("-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false"),
+    *("-c", f"core.hooksPath={os.devnull}"),
+    *("-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.fsmonitor=false"),
+)
+
+
+def git(
+    repo: Path | None,
+    *args: str,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    input: str | bytes | None = None,
+    binary: bool = False,
+) -> subprocess.CompletedProcess[Any]:
+    """`git -C repo args` (just `git args` without a repository), captured.
+
+    `env` is added to the environment; `binary` keeps input and output bytes.
+    """
+    at = ["-C", str(repo)] if repo is not None else []
+    cmd = ["git", *at, *NEUTRAL, *args]
+    if os.environ.get("FORKTOOL_TRACE_GIT"):
+        shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+        print(f"+ {shown}{' ' if shown else ''}{shlex.join(cmd)}", file=sys.stderr)
+    result = run(
+        cmd,
+        env=environ(**(env or {})),
+        check=False,
+        binary=binary,
+        input=input,
+        pass_fds=inherited(),
+    )
+    if check and result.returncode != 0:
+        where = f" in {repo}" if repo is not None else ""
+        stderr = result.stderr.decode() if binary else result.stderr
+        failed = f"git {' '.join(args)} failed{where}:"
+        # Killed by a signal (a file size limit, ...), git says nothing: say why.
+        if how := killed(result.returncode):
+            failed += f" {how}"
+            lock = Path(repo or ".", ".git", "index.lock")
+            if lock.exists():
+                failed += f"; it left {lock}: delete it once no git runs there"
+        raise ForkToolError(f"{failed}\n{stderr.strip()}".rstrip())
+    return result
+
+
+def identity(author: str) -> dict[str, str]:
+    """The environment that makes `author` the author and committer."""
+    name, email = parseaddr(author)
+    return {
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+    }
+
+
+def subject(repo: Path, commit: str) -> str:
+    """The subject line of `commit`."""
+    return git(repo, "log", "-1", "--format=%s", commit).stdout.strip()
+
+
+def series_subjects(repo: Path) -> list[str]:
+    """The subject lines of `base..HEAD`, oldest first."""
+    return git(repo, "log", "--reverse", "--format=%s", SERIES).stdout.splitlines()
+
+
+def series_commits(repo: Path, head: str = "HEAD") -> list[str]:
+    """The commits of `base..head`, oldest first."""
+    return git(repo, "rev-list", "--reverse", f"{BASE_TAG}..{head}").stdout.split()

@@ -26,9 +26,8 @@ from typing import Any
 
 from forktool import process
 from forktool.cache import cache_dir
-from forktool.errors import ForkToolError
-from forktool.git import git
 from forktool.layout import LAYOUT
+from forktool.process import ForkToolError, git
 from forktool.pytest_outcomes import Progress, Result, read_report
 from forktool.venv import compiling_once, python, venv_id
 

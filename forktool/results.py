@@ -14,8 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from forktool.errors import ForkToolError
-from forktool.git import git
+from forktool.process import ForkToolError, git
 
 
 @dataclass

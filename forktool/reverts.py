@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from forktool.git import BASE_TAG, SERIES, git
+from forktool.process import BASE_TAG, SERIES, git
 
 REVERTS = re.compile(r"^This reverts commit ([0-9a-f]{7,40})\b", re.MULTILINE)
 

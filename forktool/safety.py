@@ -6,8 +6,7 @@ from __future__ import annotations
 from enum import Enum
 from pathlib import Path
 
-from forktool.errors import ForkToolError
-from forktool.git import git
+from forktool.process import ForkToolError, git
 
 
 class Operation(Enum):

@@ -9,8 +9,7 @@ from email.errors import HeaderParseError
 from email.header import decode_header, make_header
 from pathlib import Path
 
-from forktool.errors import ForkToolError
-from forktool.git import git
+from forktool.process import ForkToolError, git
 
 HEADER = "# Applied in order on the pinned base by `python3 -m forktool sync`.\n"
 

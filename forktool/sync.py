@@ -21,9 +21,8 @@ from forktool import journal, port
 from forktool.advice import SYNCED, linearise, refusal
 from forktool.am import apply
 from forktool.base import create_base
-from forktool.errors import ConflictError, ForkToolError
-from forktool.git import BASE_TAG, git, subject
 from forktool.patch_files import fork_patches, touched
+from forktool.process import BASE_TAG, ConflictError, ForkToolError, git, subject
 from forktool.safety import ensure_safe
 from forktool.series import PatchInfo, describe, read_series
 from forktool.standing import (

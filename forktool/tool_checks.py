@@ -9,9 +9,9 @@ from pathlib import Path
 
 from forktool import process
 from forktool.checks import SETUP, TEST, Check, Context
-from forktool.errors import ForkToolError
 from forktool.export import export
 from forktool.layout import LAYOUT
+from forktool.process import ForkToolError
 from forktool.pytest_runner import Session, failures, run_pytest, test_env
 from forktool.results import Measured
 from forktool.venv import python

@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 
 from forktool import process
-from forktool.errors import ForkToolError
+from forktool.process import ForkToolError
 
 
 def path(requirement: str, tools: Path) -> Path:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from forktool import lock, process, uv
 from forktool.cache import cache_dir
-from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins, fetch, uv_binary
+from forktool.process import ForkToolError
 
 COMPLETE = ".forktool-complete"
 """Written last, holding the digest of the lock the venv was made from."""

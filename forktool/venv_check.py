@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from forktool import lock, process
-from forktool.errors import ForkToolError
+from forktool.process import ForkToolError
 from forktool.results import Measured
 
 PROBE = Path(__file__).with_name("venv_probe.py")

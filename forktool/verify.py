@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from forktool.git import BASE_TAG, ISOLATED, SERIES, git
+from forktool.process import BASE_TAG, ISOLATED, SERIES, git
 
 
 @dataclass(frozen=True)

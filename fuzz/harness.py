@@ -8,8 +8,8 @@ from typing import Any
 
 from evidence.tree_process import TreeProcess
 from evidence.worktrees import worktree
-from forktool.git import BASE_TAG, git
 from forktool.layout import LAYOUT
+from forktool.process import BASE_TAG, git
 from forktool.pytest_runner import test_env
 
 WORKER = Path(__file__).resolve().with_name("planner_worker.py")

@@ -10,7 +10,7 @@ from evidence import bench
 from evidence.bench import Case
 from evidence.pr import make as pr
 from forktool import results
-from forktool.git import git, identity
+from forktool.process import git, identity
 from forktool.results import CheckResult
 
 REPO = Path(__file__).resolve().parents[1]

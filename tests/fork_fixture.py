@@ -16,10 +16,9 @@ from typing import NamedTuple
 import pytest
 
 import forktool.sync
-from forktool.errors import ForkToolError
 from forktool.export import export
-from forktool.git import git, identity
 from forktool.pins import Artifact, Pins, fetch
+from forktool.process import ForkToolError, git, identity
 from forktool.series import read_series
 
 AUTHOR = "Test Project <test-project@noreply.invalid>"

@@ -22,9 +22,9 @@ if __name__ == "__main__":  # run by path: import forktool from the clone
 
 from forktool import journal, sync  # noqa: E402
 from forktool.cache import cache_dir  # noqa: E402
-from forktool.errors import ForkToolError  # noqa: E402
 from forktool.export import export  # noqa: E402
 from forktool.pins import Artifact, Pins, fetch  # noqa: E402
+from forktool.process import ForkToolError  # noqa: E402
 
 # tests/fork_fixture.py's (not imported: pytest would slow every run down).
 AUTHOR = "Test Project <test-project@noreply.invalid>"

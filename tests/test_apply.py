@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from evidence.pr.kit import write_kit
-from forktool.git import git, identity
+from forktool.process import git, identity
 
 AUTHOR = "Test Project <test-project@noreply.invalid>"
 USER = "Jane Doe <jane@example.com>"

@@ -10,9 +10,9 @@ import pytest
 from evidence import bench
 from evidence.bench import Case
 from evidence.checks import BENCH
-from forktool.errors import ForkToolError
 from forktool.layout import REPO
 from forktool.pins import Pins
+from forktool.process import ForkToolError
 
 
 def answers(step_us: list[list[float]], ids: int = 0) -> list[dict]:

@@ -18,9 +18,9 @@ from forktool import commands, prerequisites, reverts, uv, venv
 from forktool.__main__ import main
 from forktool.check_runs import all_checks
 from forktool.commands import COMMANDS, Command
-from forktool.errors import ConflictError, ForkToolError
 from forktool.layout import REPO, Layout
 from forktool.pins import Pins
+from forktool.process import ConflictError, ForkToolError
 from forktool.pytest_runner import Result
 
 

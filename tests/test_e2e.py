@@ -19,10 +19,9 @@ from evidence.commands import e2e as e2e_command
 from forktool import check_runs, prepare, results
 from forktool.check_runs import all_checks
 from forktool.commands import command
-from forktool.errors import ForkToolError
-from forktool.git import git
 from forktool.layout import Layout
 from forktool.pins import Pins
+from forktool.process import ForkToolError, git
 from forktool.venv import COMPLETE
 
 PATCH_1 = "[Bugfix][Core] Keep KV cache zeroing in scheduler and workers"

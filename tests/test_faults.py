@@ -20,7 +20,7 @@ from forktool import commands, venv
 from forktool.__main__ import main
 from forktool.cache import cache_dir
 from forktool.commands import Command
-from forktool.errors import ForkToolError
+from forktool.process import ForkToolError
 
 
 def as_command(monkeypatch, run) -> None:

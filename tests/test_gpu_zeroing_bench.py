@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from evidence_fixture import new_repo
 
-from forktool.git import git
+from forktool.process import git
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "fork_tests" / "gpu_zeroing_bench.py"

@@ -12,9 +12,9 @@ import time
 import pytest
 from fork_fixture import SUBJECTS, THREE, clean, commit, git, head, subjects
 
-from forktool import clone_lock, journal
-from forktool.errors import ForkToolError
+from forktool import journal, process
 from forktool.layout import REPO
+from forktool.process import ForkToolError
 
 BACKED_UP = ["log", "--format=%s", "--branches=backup/"]
 
@@ -95,8 +95,8 @@ def test_an_export_finished_later_marks_what_it_exported(ws, monkeypatch):
 HOLD = """
 import sys, time
 from pathlib import Path
-from forktool import clone_lock
-with clone_lock.hold(Path(sys.argv[1]), "sync --force"):
+from forktool import process
+with process.hold(Path(sys.argv[1]), "sync --force"):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
 """
@@ -121,7 +121,7 @@ def test_a_second_command_waits_then_refuses_naming_the_first(tmp_path):
     try:
         start = time.monotonic()
         with pytest.raises(ForkToolError) as refused:
-            with clone_lock.hold(lock, "export", wait=0.5):
+            with process.hold(lock, "export", wait=0.5):
                 raise AssertionError("took a held lock")
         assert time.monotonic() - start >= 0.5
         said = str(refused.value)
@@ -135,7 +135,7 @@ def test_a_second_command_waits_then_refuses_naming_the_first(tmp_path):
 def test_a_second_command_gets_the_lock_once_the_first_ends(tmp_path):
     lock = tmp_path / "build" / "forktool.lock"
     first = holder(lock, 0.5)
-    with clone_lock.hold(lock, "export", wait=10):
+    with process.hold(lock, "export", wait=10):
         assert first.wait(timeout=10) == 0  # it ended its block first
     assert lock.read_text() == ""  # released: nobody named
 

@@ -40,7 +40,7 @@ from fork_fixture import (
     teammate,
 )
 
-from forktool.git import git
+from forktool.process import git
 
 DRIVER = Path(kill_driver.__file__)
 SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGHUP)

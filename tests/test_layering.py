@@ -172,7 +172,7 @@ def test_the_graph_sees_imports_of_every_kind():
     assert "forktool.journal" in GRAPH["forktool.sync"]  # from forktool import
     assert "forktool.series" in GRAPH["forktool.sync"]  # from forktool.series import
     assert "forktool.commands.command" in GRAPH["forktool.commands.sync"]
-    assert "forktool.errors" in GRAPH["forktool.git"]
+    assert "forktool.process" in GRAPH["forktool.pins"]
     assert "forktool.results" in GRAPH["forktool.check_runs"]
     assert _is_command("evidence.commands.pr") and _is_command("forktool.commands.sync")
     assert not _is_command("forktool.commands.command")

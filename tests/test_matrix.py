@@ -14,7 +14,7 @@ from evidence.matrix import (
     table,
 )
 from evidence.suite import compare, needs_base, only, shards
-from forktool.errors import ForkToolError
+from forktool.process import ForkToolError
 from forktool.pytest_runner import Result
 from forktool.selection import Selection
 

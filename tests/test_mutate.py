@@ -13,8 +13,8 @@ import pytest
 
 from evidence import mutate, mutate_runs
 from forktool import results
-from forktool.git import git, identity
 from forktool.layout import LAYOUT, Layout
+from forktool.process import git, identity
 from forktool.pytest_runner import Runner
 from forktool.results import CheckResult
 from forktool.selection import Selection

@@ -26,8 +26,8 @@ from fork_fixture import (
 )
 
 import forktool.sync
-from forktool.errors import ConflictError, ForkToolError
 from forktool.pins import Artifact, fetch
+from forktool.process import ConflictError, ForkToolError
 
 NEW = "mini 0.2\n"
 

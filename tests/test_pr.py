@@ -26,8 +26,7 @@ from evidence.pr import description
 from evidence.pr import make as pr
 from forktool import results
 from forktool.check_runs import all_checks
-from forktool.errors import ForkToolError
-from forktool.git import git
+from forktool.process import ForkToolError, git
 from forktool.pytest_outcomes import Result
 from forktool.pytest_runner import Runner
 from forktool.results import CheckResult

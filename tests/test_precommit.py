@@ -23,9 +23,9 @@ from evidence.precommit_config import (
 )
 from evidence.precommit_install import LOCK, current_lock, precommit_requirement
 from evidence.precommit_runner import NO_FILES, Outcome, PreCommit, on_files
-from forktool import git, lock
-from forktool.errors import ForkToolError
+from forktool import lock, process
 from forktool.pins import Pins
+from forktool.process import ForkToolError
 
 RUFF = "https://github.com/astral-sh/ruff-pre-commit"
 TYPOS = "https://github.com/crate-ci/typos"
@@ -243,7 +243,7 @@ def test_precommit_is_pinned_to_vllms_lowest_accepted_version(tmp_path, capsys):
 def test_changed_files_are_added_or_modified_ones(tmp_path):
     names = ("kept.py", "changed.py", "gone.py", "moved.py")
     repo = new_repo(tmp_path / "repo")
-    commit(repo, {name: f"# {name}\n" for name in names}, "base", tag=git.BASE_TAG)
+    commit(repo, {name: f"# {name}\n" for name in names}, "base", tag=process.BASE_TAG)
     (repo / "gone.py").unlink()
     (repo / "moved.py").rename(repo / "renamed.py")
     commit(repo, {"changed.py": "# changed\n", "new.py": "# new\n"}, "patch")

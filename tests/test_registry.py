@@ -17,9 +17,9 @@ from evidence_fixture import make_kit, mini_fork, synthetic_results
 from forktool import checks, results
 from forktool.check_runs import all_checks, run_checks
 from forktool.commands import test as test_command
-from forktool.errors import ForkToolError
 from forktool.layout import Layout
 from forktool.pins import Pins
+from forktool.process import ForkToolError
 from forktool.results import Measured
 
 SAMPLE = """

@@ -24,7 +24,7 @@ from fork_fixture import (
 )
 
 from forktool.check_runs import all_checks
-from forktool.errors import ForkToolError
+from forktool.process import ForkToolError
 from forktool.series import read_series
 from forktool.tool_checks import EXPORT_CHECK
 

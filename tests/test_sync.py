@@ -31,10 +31,9 @@ from fork_fixture import (
 )
 
 from forktool import pins
-from forktool.errors import ConflictError, ForkToolError
-from forktool.git import NEUTRAL
 from forktool.layout import LAYOUT
 from forktool.pins import Artifact, Pins, fetch_sdist, sha256_of
+from forktool.process import NEUTRAL, ConflictError, ForkToolError
 
 TRIPLE = "def double(x):\n    return 2 * x\n\n\ndef triple(x):\n    return 3 * x\n"
 

@@ -32,7 +32,7 @@ from fork_fixture import (
 )
 
 from forktool import backups
-from forktool.errors import ConflictError
+from forktool.process import ConflictError
 
 UNICODE = "[Doc] Ångström naïve façade"
 REWORDED = ["[Core] First", "[Core] Second", "[Core] Third, reworded"]

@@ -17,9 +17,9 @@ import pytest
 
 from forktool import lock, venv
 from forktool.__main__ import main
-from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT, Layout
 from forktool.pins import Pins
+from forktool.process import ForkToolError
 from forktool.venv_check import self_check
 
 

@@ -36,9 +36,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from evidence.suite import options, shards  # noqa: E402
-from forktool.git import git  # noqa: E402
 from forktool.layout import LAYOUT  # noqa: E402
 from forktool.prepare import vllm_runner  # noqa: E402
+from forktool.process import git  # noqa: E402
 from forktool.pytest_outcomes import Result  # noqa: E402
 from forktool.pytest_runner import Runner, run_pytest, test_env  # noqa: E402
 from forktool.selection import Selection  # noqa: E402

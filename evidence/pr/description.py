@@ -25,7 +25,7 @@ from evidence.pr.sections import (
     spaced_tables,
     suite_rows,
 )
-from forktool.errors import ForkToolError
+from forktool.process import ForkToolError
 
 TEMPLATE = ".github/PULL_REQUEST_TEMPLATE.md"
 # The most lines the description may have, collapsed blocks included; the

@@ -9,8 +9,15 @@ import shutil
 from pathlib import Path
 
 from evidence.pr.description import plain_text
-from forktool.errors import ForkToolError
-from forktool.git import BASE_TAG, ISOLATED, SERIES, git, identity, series_commits
+from forktool.process import (
+    BASE_TAG,
+    ISOLATED,
+    SERIES,
+    ForkToolError,
+    git,
+    identity,
+    series_commits,
+)
 
 
 def resign(fork: Path, signer: str, neutral: str, trailer: str) -> str:

@@ -10,8 +10,7 @@ from pathlib import Path
 from evidence.precommit_config import CONFIG, substitute
 from evidence.precommit_install import ensure_precommit, precommit_requirement
 from evidence.precommit_runner import PreCommit, file_tags, load_yaml, on_files
-from forktool.errors import ForkToolError
-from forktool.git import git
+from forktool.process import ForkToolError, git
 
 
 def markdownlint(fork: Path, description: str) -> None:

@@ -15,8 +15,7 @@ from evidence.pr.sections import NOT_MEASURED, Found
 from forktool import results
 from forktool.check_runs import all_checks, problem
 from forktool.checks import SETUP, TEST, Check
-from forktool.errors import ForkToolError
-from forktool.git import git, series_subjects
+from forktool.process import ForkToolError, git, series_subjects
 
 
 def rendered() -> list[Check]:

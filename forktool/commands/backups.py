@@ -6,9 +6,9 @@ import argparse
 
 from forktool import backups
 from forktool.commands.command import Command
-from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
+from forktool.process import ForkToolError
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 
 from forktool.commands.command import Command
-from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.prepare import install, self_checked
+from forktool.process import ForkToolError
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:

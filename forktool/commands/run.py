@@ -8,9 +8,9 @@ from pathlib import Path
 
 from forktool import hfcache
 from forktool.commands.command import Command
-from forktool.errors import ForkToolError
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
+from forktool.process import ForkToolError
 from forktool.venv import run_in, user_env, venv_id, which_vllm
 
 
