@@ -20,14 +20,12 @@ from typing import Any
 from evidence.tree_process import TreeProcess
 from evidence.worktrees import worktree
 from forktool import hfcache
-from forktool.check_runs import record
-from forktool.checks import Check
+from forktool.checks import Check, Measured, fork_tree, record
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.prepare import require_setup
 from forktool.process import BASE_TAG, ForkToolError
 from forktool.pytest_runner import test_env
-from forktool.results import Measured, fork_tree
 from forktool.safety import ensure_safe
 from forktool.venv import python
 

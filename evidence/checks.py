@@ -9,10 +9,9 @@ import shlex
 from evidence import ci_impact, matrix, mutate, precommit, suite
 from evidence.pr.sections import checkers_row, precommit_row
 from forktool import process
-from forktool.checks import SETUP, TEST, Check, Context
+from forktool.checks import SETUP, TEST, Check, Context, Measured
 from forktool.layout import LAYOUT
 from forktool.process import ForkToolError
-from forktool.results import Measured
 from forktool.tool_checks import measured, repo_pytest
 from forktool.venv import python
 

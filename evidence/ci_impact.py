@@ -20,8 +20,8 @@ from typing import NamedTuple
 from evidence.ci_collect import TETHERING, collect, collected, load_tethering
 from evidence.ci_steps import AMD, NVIDIA, Step, steps_at, triggers
 from forktool import process
+from forktool.checks import Measured
 from forktool.process import BASE_TAG, ForkToolError, git
-from forktool.results import Measured
 from forktool.venv import compiling_once
 
 DEFAULT_TEST = (

@@ -25,8 +25,7 @@ from typing import Any
 
 from evidence.worktrees import worktree
 from forktool import process
-from forktool.check_runs import record
-from forktool.checks import Check
+from forktool.checks import Check, Measured, fork_tree, record
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.prepare import require_setup
@@ -40,7 +39,6 @@ from forktool.process import (
 )
 from forktool.pytest_outcomes import Result
 from forktool.pytest_runner import run_pytest
-from forktool.results import Measured, fork_tree
 from forktool.safety import ensure_safe
 from forktool.selection import Selection
 from forktool.venv import compiling_once, python

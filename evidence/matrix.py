@@ -18,10 +18,10 @@ from functools import partial
 from pathlib import Path
 
 from evidence.worktrees import series_tests_on_base, worktree
+from forktool.checks import Measured
 from forktool.layout import Layout
 from forktool.process import BASE_TAG, ForkToolError, series_commits, series_subjects
 from forktool.pytest_runner import Result, Runner, excerpt
-from forktool.results import Measured
 from forktool.selection import Selection
 
 MARK = {"passed": "ok", "failed": "FAIL", "error": "ERR", "skipped": "skip"}

@@ -33,11 +33,11 @@ from evidence.mutate_runs import (
     run_all,
 )
 from evidence.worktrees import worktree
-from forktool import results
+from forktool import checks
+from forktool.checks import Measured
 from forktool.layout import LAYOUT
 from forktool.process import ForkToolError, git
 from forktool.pytest_runner import Runner
-from forktool.results import Measured
 from forktool.selection import Selection
 from forktool.venv import venv_id
 
@@ -96,7 +96,7 @@ def selection_key(selection: Selection, runner: Runner) -> str:
 def cached(store: Path, tree: str, key: str) -> dict[str, Outcome]:
     """The outcomes measured on this tree with this selection, by mutant id
     (a row without a kind, from an older forktool, runs again)."""
-    old = results.read(store, NAME)
+    old = checks.read(store, NAME)
     if old is None or old.tree != tree or old.data.get("key") != key:
         return {}
     return {
@@ -250,7 +250,7 @@ def mutation_testing(
     known = load_equivalents(equivalents)
     gpu_only = load_gpu_only(gpu_lines)
     key = selection_key(selection, runner)
-    done = cached(store, results.fork_tree(fork), key)
+    done = cached(store, checks.fork_tree(fork), key)
     outcomes = known_outcomes(every, known, done)
     todo = [m for m in every if m.id not in outcomes]
     print(

@@ -36,9 +36,9 @@ from evidence.precommit_runner import (
     on_files,
 )
 from evidence.worktrees import worktree
+from forktool.checks import Measured
 from forktool.prerequisites import Program, on_path
 from forktool.process import SERIES, git, series_commits
-from forktool.results import Measured
 
 NEEDS = (
     Program("Node.js (node)", on_path("node"), "the markdownlint-cli2 hook"),

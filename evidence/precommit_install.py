@@ -19,10 +19,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from forktool import lock, uv
-from forktool.cache import cache_dir
+from forktool import uv, venv_lock
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, uv_binary
+from forktool.pins import Pins, cache_dir, uv_binary
 from forktool.process import ForkToolError
 from forktool.venv import COMPLETE, venv_id
 
@@ -49,7 +48,7 @@ def _inputs(pins: Pins) -> str:
 
 def write_lock(requirement: str, pins: Pins, path: Path = LOCK) -> str:
     """Resolve `requirement` into `path`; return what it pins, in a line."""
-    body = lock.compile_hashed(
+    body = venv_lock.compile_hashed(
         pins, [requirement], path, "vLLM's requirements/lint.txt"
     )
     header = (
@@ -60,7 +59,7 @@ def write_lock(requirement: str, pins: Pins, path: Path = LOCK) -> str:
         f"{_INPUTS}{_inputs(pins)}\n"
     )
     path.write_text(header + body)
-    pinned = lock.packages(body)
+    pinned = venv_lock.packages(body)
     return (
         f"{path.name}: pre-commit=={pinned.get('pre-commit')}, {len(pinned)} packages"
     )
@@ -73,7 +72,7 @@ def current_lock(requirement: str, pins: Pins, path: Path = LOCK) -> Path:
     if not path.exists():
         raise ForkToolError(f"{path} is missing; {again}")
     text = path.read_text()
-    locked = lock.packages(text).get("pre-commit")
+    locked = venv_lock.packages(text).get("pre-commit")
     wanted = requirement.partition("==")[2]
     if wanted and locked != wanted:
         raise ForkToolError(
@@ -99,7 +98,7 @@ def ensure_precommit(requirement: str, path: Path = LOCK) -> Path:
     changed); return its bin directory."""
     pins = Pins.load()
     lock_file = current_lock(requirement, pins, path)
-    venv, wanted = precommit_venv(), lock.digest(lock_file)
+    venv, wanted = precommit_venv(), venv_lock.digest(lock_file)
     venv.parent.mkdir(parents=True, exist_ok=True)
     # One forktool at a time makes it; the others wait, then find it made.
     with (venv.parent / f"{venv.name}.lock").open("w") as held:

@@ -19,7 +19,7 @@ from typing import Any
 
 from evidence.precommit_config import Hook, hook_files, hook_key, label
 from forktool import process
-from forktool.cache import cache_dir
+from forktool.pins import cache_dir
 from forktool.process import ForkToolError
 
 NO_FILES = "no files to check"

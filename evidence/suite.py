@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from evidence.worktrees import worktree
+from forktool.checks import Measured
 from forktool.layout import Layout
 from forktool.process import BASE_TAG, ForkToolError
 from forktool.pytest_runner import Result, Runner
-from forktool.results import Measured
 from forktool.selection import Selection
 
 

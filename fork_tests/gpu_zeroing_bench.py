@@ -335,8 +335,8 @@ def run(source: Path, results: Path) -> int:
         print(f"SKIP gpu-zeroing: {reason}; nothing measured, nothing written")
         return 0
     sys.path.insert(0, str(REPO))  # before measuring: fail early if it cannot
+    from forktool.checks import CheckResult, write
     from forktool.pins import Pins
-    from forktool.results import CheckResult, write
 
     meta.setdefault("base_version", Pins.load().version)
 

@@ -8,13 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from subprocess import DEVNULL
 
-from forktool import hfcache, lock, process, sync
-from forktool.checks import Context
+from forktool import hfcache, process, sync, venv_lock
+from forktool.checks import Context, Measured
 from forktool.layout import LAYOUT
 from forktool.pins import Pins, fetch_sdist, uv_binary
 from forktool.process import ForkToolError
 from forktool.pytest_runner import Runner, test_env
-from forktool.results import Measured
 from forktool.selection import Selection
 from forktool.venv import ensure_venv, install_fork, python, register_clone, venv_id
 from forktool.venv_check import EDITABLE, self_check
@@ -56,7 +55,7 @@ def _installed(pins: Pins, venv: Path) -> Path:
 def self_checked(venv: Path) -> Measured:
     """The venv's self-check."""
     print("venv self-check:", flush=True)
-    return self_check(python(venv), lock.LOCK, test_env(LAYOUT.hf_home))
+    return self_check(python(venv), venv_lock.LOCK, test_env(LAYOUT.hf_home))
 
 
 def prepare(pins: Pins) -> Context:

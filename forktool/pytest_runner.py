@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from forktool import process
-from forktool.cache import cache_dir
 from forktool.layout import LAYOUT
+from forktool.pins import cache_dir
 from forktool.process import ForkToolError, git
 from forktool.pytest_outcomes import Progress, Result, read_report
 from forktool.venv import compiling_once, python, venv_id

@@ -8,12 +8,11 @@ import shlex
 from pathlib import Path
 
 from forktool import process
-from forktool.checks import SETUP, TEST, Check, Context
+from forktool.checks import SETUP, TEST, Check, Context, Measured
 from forktool.export import export
 from forktool.layout import LAYOUT
 from forktool.process import ForkToolError
 from forktool.pytest_runner import Session, failures, run_pytest, test_env
-from forktool.results import Measured
 from forktool.venv import python
 
 # The tool's own code, which ruff and mypy check (pyproject.toml configures both).

@@ -20,10 +20,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from forktool import lock, process, uv
-from forktool.cache import cache_dir
+from forktool import process, uv, venv_lock
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, fetch, uv_binary
+from forktool.pins import Pins, cache_dir, fetch, uv_binary
 from forktool.process import ForkToolError
 
 COMPLETE = ".forktool-complete"
@@ -60,8 +59,8 @@ def _interpreter(pins: Pins) -> str:
 
 def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
     """Make `venv` exactly venv.lock, unless it already is."""
-    lock_file = lock.current(pins)
-    wanted = lock.digest(lock_file)
+    lock_file = venv_lock.current(pins)
+    wanted = venv_lock.digest(lock_file)
     register_clone()
     venv.parent.mkdir(parents=True, exist_ok=True)
     with _locked(venv.parent / f"{venv.name}.lock"):

@@ -11,9 +11,9 @@ import json
 import tempfile
 from pathlib import Path
 
-from forktool import lock, process
+from forktool import process, venv_lock
+from forktool.checks import Measured
 from forktool.process import ForkToolError
-from forktool.results import Measured
 
 PROBE = Path(__file__).with_name("venv_probe.py")
 # What the checks and the regression matrix import: the model registry and
@@ -53,7 +53,7 @@ def probe(python: str, modules: tuple[str, ...], env: dict[str, str]) -> dict:
 
 def against_lock(installed: dict[str, str], locked: dict[str, str]) -> list[str]:
     """How the installed distributions differ from the lock's pins."""
-    have = {lock.normal(name): version for name, version in installed.items()}
+    have = {venv_lock.normal(name): version for name, version in installed.items()}
     have.pop(EDITABLE, None)
     problems = [
         f"{name}: locked {version}, installed {have.get(name, 'nothing')}"
@@ -70,7 +70,9 @@ def self_check(
     python: str, lock_file: Path, env: dict[str, str], modules=MODULES
 ) -> Measured:
     report = probe(python, modules, env)
-    problems = against_lock(report["installed"], lock.packages(lock_file.read_text()))
+    problems = against_lock(
+        report["installed"], venv_lock.packages(lock_file.read_text())
+    )
     for clash in report["clashes"]:
         owners = " and ".join(clash["distributions"])
         problems.append(f"{clash['file']}: installed by {owners}, different contents")
@@ -80,7 +82,7 @@ def self_check(
         problems.append(f"import {item['module']} failed in {where}: {item['error']}")
     lines = [
         f"{len(report['installed'])} distributions; {lock_file.name}: "
-        f"{len(lock.packages(lock_file.read_text()))} pinned",
+        f"{len(venv_lock.packages(lock_file.read_text()))} pinned",
         f"files claimed by two distributions with different contents: "
         f"{len(report['clashes'])}",
         f"imports: {len(modules) - len(failed)} of {len(modules)} succeed "

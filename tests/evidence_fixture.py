@@ -9,9 +9,9 @@ from typing import Any
 from evidence import bench
 from evidence.bench import Case
 from evidence.pr import make as pr
-from forktool import results
+from forktool import checks
+from forktool.checks import CheckResult
 from forktool.process import git, identity
-from forktool.results import CheckResult
 
 REPO = Path(__file__).resolve().parents[1]
 NEUTRAL = "Test Project <test-project@noreply.invalid>"
@@ -75,7 +75,7 @@ def mini_fork(path: Path) -> Path:
 
 def stored(store: Path, check: str) -> CheckResult:
     """The result `synthetic_results` wrote for `check`."""
-    found = results.read(store, check)
+    found = checks.read(store, check)
     assert found is not None, f"no {check} result in {store}"
     return found
 
@@ -183,7 +183,7 @@ def synthetic_results(store: Path, tree: str) -> None:
         command = pr.required()[check]
         result = CheckResult(check, True, tree, "0.1", command, seconds=1.0)
         result.counts, result.excerpts, result.data = counts, excerpts, data
-        results.write(store, result)
+        checks.write(store, result)
 
 
 def make_kit(fork: Path, store: Path, out: Path, signer=None, partial=False) -> str:

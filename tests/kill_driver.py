@@ -21,9 +21,13 @@ if __name__ == "__main__":  # run by path: import forktool from the clone
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from forktool import journal, sync  # noqa: E402
-from forktool.cache import cache_dir  # noqa: E402
 from forktool.export import export  # noqa: E402
-from forktool.pins import Artifact, Pins, fetch  # noqa: E402
+from forktool.pins import (  # noqa: E402
+    Artifact,
+    Pins,
+    cache_dir,  # noqa: E402
+    fetch,
+)
 from forktool.process import ForkToolError  # noqa: E402
 
 # tests/fork_fixture.py's (not imported: pytest would slow every run down).

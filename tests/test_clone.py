@@ -20,11 +20,10 @@ from fork_fixture import (
     trees,
 )
 
-from forktool import backups, cache, venv
+from forktool import backups, pins, venv
 from forktool.__main__ import main
-from forktool.cache import cache_dir
 from forktool.layout import LAYOUT, Layout
-from forktool.pins import Pins
+from forktool.pins import Pins, cache_dir
 
 
 def test_each_git_worktree_has_its_own_fork(ws):
@@ -61,7 +60,7 @@ def clone(tmp_path: Path, monkeypatch) -> Path:
     git(clone, "add", ".gitignore", "patches")
     git(clone, "commit", "-qm", "Series")
     git(clone / "build" / "vllm", "init", "-q")
-    monkeypatch.setattr(cache, "LAYOUT", Layout(clone))
+    monkeypatch.setattr(pins, "LAYOUT", Layout(clone))
     return clone
 
 

@@ -11,7 +11,7 @@ from venv_link import link_venv
 
 from evidence.pr import make as pr
 from forktool import checks, tool_checks
-from forktool.check_runs import all_checks
+from forktool.checks import all_checks
 from forktool.layout import Layout
 
 

@@ -16,7 +16,7 @@ from fork_fixture import THREE, git
 from evidence.matrix import table as _table
 from forktool import commands, prerequisites, reverts, uv, venv
 from forktool.__main__ import main
-from forktool.check_runs import all_checks
+from forktool.checks import all_checks
 from forktool.commands import COMMANDS, Command
 from forktool.layout import REPO, Layout
 from forktool.pins import Pins

@@ -16,8 +16,9 @@ from venv_link import link_venv
 
 from evidence import checks, e2e
 from evidence.commands import e2e as e2e_command
-from forktool import check_runs, prepare, results
-from forktool.check_runs import all_checks
+from forktool import checks as registry
+from forktool import prepare
+from forktool.checks import all_checks
 from forktool.commands import command
 from forktool.layout import Layout
 from forktool.pins import Pins
@@ -77,7 +78,7 @@ def tiny_fork(fork: Path) -> None:
 def clone(tmp_path, monkeypatch) -> Layout:
     """A set-up clone: the tiny fork, a venv of this interpreter, the selection."""
     layout = Layout(tmp_path)
-    for module in (e2e, prepare, check_runs):
+    for module in (e2e, prepare, registry):
         monkeypatch.setattr(module, "LAYOUT", layout)
     tiny_fork(layout.fork)
     link_venv(layout.venv)
@@ -141,9 +142,9 @@ def test_only_patch_1s_hunks_of_the_resolution_are_reverted(clone):
 def test_both_runs_are_recorded_for_the_forks_tree(clone, tmp_path, monkeypatch):
     fake_gpus(tmp_path, monkeypatch, TWO_GPUS)
     assert e2e.run(Pins.load(), checks.GPU_E2E)
-    result = results.read(clone.results, "gpu-e2e")
+    result = registry.read(clone.results, "gpu-e2e")
     assert result is not None and result.ok
-    assert result.tree == results.fork_tree(clone.fork)
+    assert result.tree == registry.fork_tree(clone.fork)
     assert result.counts == {"passed": 1}
     assert result.data["args"] == list(ARGS)
     assert PATCH_1 in result.data["reverted"]

@@ -18,8 +18,8 @@ from fork_fixture import THREE, Workspace, commit, git, head
 
 from forktool import commands, venv
 from forktool.__main__ import main
-from forktool.cache import cache_dir
 from forktool.commands import Command
+from forktool.pins import cache_dir
 from forktool.process import ForkToolError
 
 

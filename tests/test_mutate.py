@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from evidence import mutate, mutate_runs
-from forktool import results
+from forktool import checks
+from forktool.checks import CheckResult
 from forktool.layout import LAYOUT, Layout
 from forktool.process import git, identity
 from forktool.pytest_runner import Runner
-from forktool.results import CheckResult
 from forktool.selection import Selection
 
 # --- outcomes in a tiny fork ---------------------------------------------------
@@ -98,10 +98,10 @@ def check(
     found = mutate.mutation_testing(
         fork, tmp_path / "trees", runner, selection, store, equivalents, gpu_lines
     )
-    tree = results.fork_tree(fork)  # as `test` writes it
+    tree = checks.fork_tree(fork)  # as `test` writes it
     result = CheckResult(mutate.NAME, found.ok, tree, "0.1", mutate.COMMAND_LINE)
     result.counts, result.data = found.counts, found.data
-    results.write(store, result)
+    checks.write(store, result)
     return found
 
 

@@ -24,12 +24,11 @@ from evidence_fixture import (
 from evidence.matrix import EVIDENCE_FAILURES, failure_evidence
 from evidence.pr import description
 from evidence.pr import make as pr
-from forktool import results
-from forktool.check_runs import all_checks
+from forktool import checks
+from forktool.checks import CheckResult, all_checks
 from forktool.process import ForkToolError, git
 from forktool.pytest_outcomes import Result
 from forktool.pytest_runner import Runner
-from forktool.results import CheckResult
 
 
 class Kit:
@@ -38,7 +37,7 @@ class Kit:
     def __init__(self, root: Path):
         self.fork = mini_fork(root / "fork")
         self.store, self.out = root / "results", root / "kit"
-        self.tree = results.fork_tree(self.fork)
+        self.tree = checks.fork_tree(self.fork)
         synthetic_results(self.store, self.tree)
 
     def make(self, **options) -> None:
@@ -229,7 +228,7 @@ RENDERED = {  # the result written over the synthetic one, the file, said, not s
 def test_a_result_is_rendered_as_it_stands(kit, case):
     written, name, said, not_said = RENDERED[case]
     if written:
-        results.write(kit.store, written(kit))
+        checks.write(kit.store, written(kit))
     kit.make()
     text = kit.read(name)
     for line in said:
@@ -307,7 +306,7 @@ def test_the_description_fits_the_line_budget_and_the_rest_goes_beside_it(kit):
     impact.data["report"] = "| A | B |\n|---|---|\n" + "| x | y |\n" * 60
     bench = bench_result(kit.tree, [100, 100.5, 99.5])
     for result in (matrix, mutants, impact, bench):
-        results.write(kit.store, result)
+        checks.write(kit.store, result)
     kit.make()
     text, evidence = kit.read("description"), kit.read("evidence")
     assert len(text.splitlines()) <= description.LINE_BUDGET

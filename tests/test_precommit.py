@@ -23,7 +23,7 @@ from evidence.precommit_config import (
 )
 from evidence.precommit_install import LOCK, current_lock, precommit_requirement
 from evidence.precommit_runner import NO_FILES, Outcome, PreCommit, on_files
-from forktool import lock, process
+from forktool import process, venv_lock
 from forktool.pins import Pins
 from forktool.process import ForkToolError
 
@@ -326,12 +326,12 @@ def test_the_committed_lock_pins_vllms_precommit_with_hashes():
     text = LOCK.read_text()
     pins = Pins.load()
     assert current_lock("pre-commit", pins) == LOCK
-    version = lock.packages(text)["pre-commit"]
+    version = venv_lock.packages(text)["pre-commit"]
     assert current_lock(f"pre-commit=={version}", pins) == LOCK
     # Every package, with its hashes: `uv pip sync --require-hashes` installs it.
     assert "--hash=sha256:" in text
     for name in ("pre-commit", "pyyaml", "identify", "virtualenv"):
-        assert name in lock.packages(text)
+        assert name in venv_lock.packages(text)
 
 
 def test_another_precommit_version_or_python_is_refused_with_the_command(tmp_path):

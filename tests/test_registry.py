@@ -14,17 +14,16 @@ from pathlib import Path
 import pytest
 from evidence_fixture import make_kit, mini_fork, synthetic_results
 
-from forktool import checks, results
-from forktool.check_runs import all_checks, run_checks
+from forktool import checks
+from forktool.checks import Measured, all_checks, run_checks
 from forktool.commands import test as test_command
 from forktool.layout import Layout
 from forktool.pins import Pins
 from forktool.process import ForkToolError
-from forktool.results import Measured
 
 SAMPLE = """
 from forktool.checks import TEST, Check
-from forktool.results import Measured
+from forktool.checks import Measured
 
 def measure(ctx):
     print("the sample check ran")
@@ -54,7 +53,7 @@ def add_module(tmp_path, monkeypatch, name: str, text: str) -> None:
 def clone(tmp_path, monkeypatch):
     """A clone whose build/vllm is a small fork, the checks' results there."""
     mini_fork(Layout(tmp_path).fork)
-    monkeypatch.setattr("forktool.check_runs.LAYOUT", Layout(tmp_path))
+    monkeypatch.setattr("forktool.checks.LAYOUT", Layout(tmp_path))
     return Layout(tmp_path)
 
 
@@ -74,7 +73,7 @@ def test_a_check_added_as_one_entry_runs_in_test_and_renders_in_pr(
     clone, ctx, tmp_path, monkeypatch, capsys
 ):
     fork, store = clone.fork, clone.results
-    synthetic_results(store, results.fork_tree(fork))  # all but the new check's
+    synthetic_results(store, checks.fork_tree(fork))  # all but the new check's
     add_module(tmp_path, monkeypatch, "sample_checks", SAMPLE)
     sample = next(c for c in all_checks() if c.name == "sample")
     ran: list[checks.Check] = []
@@ -92,7 +91,7 @@ def test_a_check_added_as_one_entry_runs_in_test_and_renders_in_pr(
         make_kit(fork, store, clone.kit)  # it gates test: pr needs it
     assert run_checks(ctx, [sample], checks.TEST, 0.0) == 0
     assert "the sample check ran" in capsys.readouterr().out
-    recorded = results.read(store, "sample")
+    recorded = checks.read(store, "sample")
     assert recorded is not None and recorded.counts == {"found": 7}
     make_kit(fork, store, clone.kit)
     shown = (clone.kit / "description.md").read_text()
@@ -141,9 +140,9 @@ def test_a_check_alongside_runs_beside_the_others_and_is_recorded(
     assert out.index("=== in turn ===") < out.index("said beside")
     assert "RuntimeError: a bug in a check" in out
     assert f"broken ended with status 1: see {clone.logs / 'broken.out'}" in out
-    beside_result = results.read(clone.results, "beside")
+    beside_result = checks.read(clone.results, "beside")
     assert beside_result and beside_result.ok and beside_result.counts == {"found": 3}
-    broken_result = results.read(clone.results, "broken")
+    broken_result = checks.read(clone.results, "broken")
     assert broken_result and not broken_result.ok
 
 

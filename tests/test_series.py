@@ -23,7 +23,7 @@ from fork_fixture import (
     trees,
 )
 
-from forktool.check_runs import all_checks
+from forktool.checks import all_checks
 from forktool.process import ForkToolError
 from forktool.series import read_series
 from forktool.tool_checks import EXPORT_CHECK

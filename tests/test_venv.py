@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from forktool import lock, venv
+from forktool import venv, venv_lock
 from forktool.__main__ import main
 from forktool.layout import LAYOUT, Layout
 from forktool.pins import Pins
@@ -24,8 +24,8 @@ from forktool.venv_check import self_check
 
 
 def test_the_committed_lock_is_current_for_the_pins():
-    assert lock.current(Pins.load()) == lock.LOCK
-    pinned = lock.packages(lock.LOCK.read_text())
+    assert venv_lock.current(Pins.load()) == venv_lock.LOCK
+    pinned = venv_lock.packages(venv_lock.LOCK.read_text())
     # The deliberate resolution: cuda-python 13 brings no files of its own
     # under cuda/bindings/, and the editable fork provides vllm.
     assert pinned["cuda-python"].startswith("13.")
@@ -36,14 +36,14 @@ def test_pins_changed_without_relocking_are_refused(tmp_path):
     pins = Pins.load()
     moved = dataclasses.replace(pins, test_requirements=(*pins.test_requirements, "x"))
     with pytest.raises(ForkToolError, match="run `python3 -m forktool lock`"):
-        lock.current(moved)
+        venv_lock.current(moved)
     with pytest.raises(ForkToolError, match="run `python3 -m forktool lock`"):
-        lock.current(pins, tmp_path / "venv.lock")  # missing
+        venv_lock.current(pins, tmp_path / "venv.lock")  # missing
     # The command that fixes it is the one that records the digest.
     relocked = tmp_path / "venv.lock"
-    relocked.write_text(f"# pins-digest: {lock.pins_digest(moved)}\nx==1 \\\n")
-    assert lock.current(moved, relocked) == relocked
-    assert lock.packages(relocked.read_text()) == {"x": "1"}
+    relocked.write_text(f"# pins-digest: {venv_lock.pins_digest(moved)}\nx==1 \\\n")
+    assert venv_lock.current(moved, relocked) == relocked
+    assert venv_lock.packages(relocked.read_text()) == {"x": "1"}
 
 
 def test_relocking_hands_uv_the_current_lock_as_its_preferences(tmp_path, monkeypatch):
@@ -57,11 +57,11 @@ def test_relocking_hands_uv_the_current_lock_as_its_preferences(tmp_path, monkey
         seen.append(out.read_text())
         out.write_text("kept==1.0 \\\n    --hash=sha256:aa\nnew==2.0 \\\n")
 
-    monkeypatch.setattr(lock, "uv_binary", lambda pins: Path("uv"))
-    monkeypatch.setattr(lock.uv, "run", compile_)
-    assert lock.write(Pins.load(), old) == "venv.lock: 2 packages, 1 changed"
+    monkeypatch.setattr(venv_lock, "uv_binary", lambda pins: Path("uv"))
+    monkeypatch.setattr(venv_lock.uv, "run", compile_)
+    assert venv_lock.write(Pins.load(), old) == "venv.lock: 2 packages, 1 changed"
     assert seen == ["# pins-digest: old\nkept==1.0 \\\n    --hash=sha256:aa\n"]
-    assert lock.current(Pins.load(), old) == old
+    assert venv_lock.current(Pins.load(), old) == old
 
 
 def wheel(directory: Path, name: str, files: dict[str, str]) -> Path:

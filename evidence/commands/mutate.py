@@ -7,13 +7,12 @@ import time
 
 from evidence import mutate
 from evidence.checks import MUTANTS
-from forktool import results
-from forktool.check_runs import record
+from forktool import checks
+from forktool.checks import Measured, record
 from forktool.commands.command import Command
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.prepare import require_setup, vllm_runner
-from forktool.results import Measured
 from forktool.safety import ensure_safe
 from forktool.selection import Selection
 
@@ -34,7 +33,7 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
     ensure_safe(LAYOUT.fork, "mutate")  # the outcomes name the fork's HEAD tree
     start = time.monotonic()
     found = measure()
-    tree = results.fork_tree(LAYOUT.fork)
+    tree = checks.fork_tree(LAYOUT.fork)
     record(MUTANTS, found, time.monotonic() - start, pins.version, tree)
     print(f"wrote {LAYOUT.results / MUTANTS.name}.json")
     return 0 if found.ok else 1

@@ -18,7 +18,7 @@ from evidence.pr.sections import (
     one_line,
     outcome_text,
 )
-from forktool.results import CheckResult
+from forktool.checks import CheckResult
 
 COMMANDS = """\
 git clone <this fork's repository> && cd <it>

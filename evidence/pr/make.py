@@ -12,9 +12,8 @@ from typing import Any
 from evidence.pr.description import TEMPLATE, Facts, render
 from evidence.pr.kit import resign, write_kit
 from evidence.pr.sections import NOT_MEASURED, Found
-from forktool import results
-from forktool.check_runs import all_checks, problem
-from forktool.checks import SETUP, TEST, Check
+from forktool import checks
+from forktool.checks import SETUP, TEST, Check, all_checks, problem
 from forktool.process import ForkToolError, git, series_subjects
 
 
@@ -38,7 +37,7 @@ def load_results(store: Path, tree: str, allow_partial: bool) -> Found:
     problems = []
     needed = required()
     for check in rendered():
-        result = results.read(store, check.name)
+        result = checks.read(store, check.name)
         why = problem(result, check, tree)
         if why and check.name in needed:
             problems.append(why)
@@ -101,7 +100,7 @@ def make_kit(
     name, email = parseaddr(signer or "")
     if signer is not None and not (name and "@" in email):
         raise ForkToolError(f'--signoff takes "Name <email>", not {signer!r}')
-    tree = results.fork_tree(fork)
+    tree = checks.fork_tree(fork)
     found = load_results(store, tree, allow_partial)
     prose = load_prose(prose_file)
     subjects = series_subjects(fork)

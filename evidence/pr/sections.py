@@ -12,8 +12,7 @@ from collections import Counter
 from typing import Any
 
 from evidence import bench
-from forktool.checks import Check
-from forktool.results import CheckResult
+from forktool.checks import Check, CheckResult
 
 NOT_MEASURED = "not measured"
 OUTCOMES = ("passed", "failed", "error", "skipped")

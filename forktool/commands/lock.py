@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from forktool import lock
+from forktool import venv_lock
 from forktool.commands.command import Command
 from forktool.pins import Pins
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
-    print(lock.write(pins))
+    print(venv_lock.write(pins))
     return 0
 
 

@@ -7,8 +7,7 @@ import argparse
 import time
 
 from forktool import prerequisites
-from forktool.check_runs import all_checks, run_checks
-from forktool.checks import SETUP
+from forktool.checks import SETUP, all_checks, run_checks
 from forktool.commands.command import Command
 from forktool.pins import Pins
 from forktool.prepare import prepare
