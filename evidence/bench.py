@@ -38,14 +38,9 @@ CONFIGS = {
     "uniform": "FP8 KV, all layers, PP=2",
     "hybrid": "Mamba2 + BF16 attention (1 in 4), PP=2",
 }
-# Whether the scheduler zeroes: (base, fork). No byte of the one-group mix
-# changes precision, so neither zeroes it.
-ZEROING = {
-    "mixed": (False, False),
-    "cross-group": (True, True),
-    "uniform": (False, False),
-    "hybrid": (True, True),
-}
+# The configs where the scheduler zeroes, in the base and the fork alike. No
+# byte of the one-group mix changes precision, so neither zeroes it.
+ZEROING = {"cross-group", "hybrid"}
 WORKLOADS = ("decode", "prefill")
 SIZES = (64, 256, 1024)
 OVERHEAD_GOAL = 0.02
@@ -111,24 +106,17 @@ def pooled(rows: list[dict[str, Any]], key: str) -> float:
     return statistics.geometric_mean([x for r in rows for x in r[key]])
 
 
-def noise_floor(rows: list[dict[str, Any]]) -> tuple[float, float]:
-    """The middle half of every A/A repeat's ratio over `rows` (its quartiles)."""
+def noise_floor(rows: list[dict[str, Any]]) -> tuple[float, float, bool, str]:
+    """The middle half of every A/A repeat's ratio over `rows` (its quartiles);
+    whether it strays from 1 by more than the goal's margin (a verdict on a
+    difference that small is not supported by this run); its sentence."""
     values = [x for r in rows for x in r["aa_ratios"]]
     low, _, high = statistics.quantiles(values, n=4, method="inclusive")
-    return low, high
-
-
-def wider_than_goal(low: float, high: float) -> bool:
-    """The A/A pair strays from 1 by more than the goal's margin: a verdict
-    on a difference that small is not supported by this run."""
-    return max(1 - low, high - 1) > OVERHEAD_GOAL
-
-
-def floor_text(low: float, high: float) -> str:
-    wide = wider_than_goal(low, high)
-    return f"A/A noise floor {low:.3f}-{high:.3f}" + (
-        f", wider than the goal's margin of {OVERHEAD_GOAL:.2f}" if wide else ""
-    )
+    wide = max(1 - low, high - 1) > OVERHEAD_GOAL
+    text = f"A/A noise floor {low:.3f}-{high:.3f}"
+    if wide:
+        text += f", wider than the goal's margin of {OVERHEAD_GOAL:.2f}"
+    return low, high, wide, text
 
 
 def goals(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -143,23 +131,16 @@ def goals(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
     if mixed:
         worst = max(mixed, key=lambda r: r["ratio"][0])
         ratio, aa = pooled(mixed, "ratios"), pooled(mixed, "aa_ratios")
-        low, high = noise_floor(mixed)
-        verdict = PASS[ratio - 1 <= OVERHEAD_GOAL]
-        if wider_than_goal(low, high):
-            verdict = INCONCLUSIVE
-        out.append(
-            (
-                verdict,
-                f"mixed: fork/base over all {len(mixed)} cases {ratio:.3f} (goal "
-                f"<= {1 + OVERHEAD_GOAL:.2f}; A/A {aa:.3f}, {floor_text(low, high)}; "
-                f"worst case {worst['ratio'][0]:.3f}, {worst['workload']} "
-                f"{worst['requests']}, its A/A range "
-                f"{worst['aa'][1]:.3f}-{worst['aa'][2]:.3f})",
-            )
+        _, _, wide, floor = noise_floor(mixed)
+        text = (
+            f"mixed: fork/base over all {len(mixed)} cases {ratio:.3f} (goal "
+            f"<= {1 + OVERHEAD_GOAL:.2f}; A/A {aa:.3f}, {floor}; worst case "
+            f"{worst['ratio'][0]:.3f}, {worst['workload']} {worst['requests']}, "
+            f"its A/A range {worst['aa'][1]:.3f}-{worst['aa'][2]:.3f})"
         )
+        out.append((INCONCLUSIVE if wide else PASS[ratio - 1 <= OVERHEAD_GOAL], text))
     for config in ("mixed", "uniform"):
-        config_rows = [r for r in rows if r["config"] == config]
-        if config_rows:
+        if config_rows := [r for r in rows if r["config"] == config]:
             sent = sum(
                 r["ids_total"]["base"] + r["ids_total"]["fork"] for r in config_rows
             )
@@ -167,33 +148,26 @@ def goals(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
             out.append((PASS[sent == 0], text))
     uniform = [r for r in rows if r["config"] == "uniform"]
     if uniform:
-        low, high = noise_floor(uniform)
+        low, high, wide, floor = noise_floor(uniform)
         ratio = pooled(uniform, "ratios")
         inside = sum(low <= r["ratio"][0] <= high for r in uniform)
         verdict = PASS[low <= ratio <= high]
         # Inside overall while most cases are outside: the cases scatter
         # more than the floor says, so the pooled figure proves nothing.
-        scattered = verdict == "PASS" and 2 * inside < len(uniform)
-        if wider_than_goal(low, high) or scattered:
+        if wide or (verdict == "PASS" and 2 * inside < len(uniform)):
             verdict = INCONCLUSIVE
-        out.append(
-            (
-                verdict,
-                f"uniform: fork/base over all {len(uniform)} cases {ratio:.3f}, "
-                f"{floor_text(low, high)}; {inside} of {len(uniform)} cases "
-                "inside the floor",
-            )
+        text = (
+            f"uniform: fork/base over all {len(uniform)} cases {ratio:.3f}, "
+            f"{floor}; {inside} of {len(uniform)} cases inside the floor"
         )
+        out.append((verdict, text))
     return out
 
 
 def overall(verdicts: list[tuple[str, str]]) -> str:
     """FAIL if a goal failed, else INCONCLUSIVE if one is, else PASS."""
     found = {verdict for verdict, _ in verdicts}
-    for verdict in ("FAIL", INCONCLUSIVE):
-        if verdict in found:
-            return verdict
-    return "PASS"
+    return next((v for v in ("FAIL", INCONCLUSIVE) if v in found), "PASS")
 
 
 def summary(verdicts: list[tuple[str, str]]) -> str:
@@ -233,59 +207,35 @@ class Worker(TreeProcess):
         env = {**test_env(LAYOUT.hf_home), "VLLM_LOGGING_LEVEL": "ERROR"}
         super().__init__(f"bench-{label}", tree, [python(venv), str(WORKER)], env)
 
-    def ready(self) -> None:
-        self.wait_ready(READY_TIMEOUT_S)
-
-    def send(self, request: dict[str, Any]) -> None:
-        self.write(request)
-
-    def receive(self) -> dict[str, Any]:
+    def answer(self) -> dict[str, Any]:
         answer = self.read(ANSWER_TIMEOUT_S)
-        if "error" in answer:
-            raise ForkToolError(
-                f"{self.label} worker ({self.tree}) failed: {answer['error']}"
-            )
+        if error := answer.get("error"):
+            raise ForkToolError(f"{self.label} worker ({self.tree}) failed: {error}")
         return answer
-
-    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        self.send(request)
-        return self.receive()
 
 
 def measure(
     workers: dict[str, Worker], case: Case, repeats: int, steps: int
 ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """Set the case up in every process (in parallel: untimed), then take turns."""
-    setup = {"op": "setup", **case.__dict__}
     for w in workers.values():
-        w.send(setup)
-    facts = {label: w.receive() for label, w in workers.items()}
+        w.write({"op": "setup", **case.__dict__})
+    facts = {label: w.answer() for label, w in workers.items()}
     runs: dict[str, list[dict[str, Any]]] = {label: [] for label in workers}
     order = list(workers)
     for r in range(repeats):
         for label in order[r % len(order) :] + order[: r % len(order)]:
-            runs[label].append(workers[label].ask({"op": "steps", "n": steps}))
+            workers[label].write({"op": "steps", "n": steps})
+            runs[label].append(workers[label].answer())
     return facts, runs
 
 
 def check_zeroing(case: Case, facts: dict[str, Any]) -> None:
     """Each tree zeroes as the issue says it does; otherwise the run is wrong."""
-    want = dict(zip(("base", "fork"), ZEROING[case.config], strict=True))
-    want["base-aa"] = want["base"]
+    want = dict.fromkeys(PROCESSES, case.config in ZEROING)
     got = {label: f["zeroing"] for label, f in facts.items()}
     if got != want:
         raise ForkToolError(f"{case}: zeroing {got}, expected {want}")
-
-
-def _refuse_options(sizes: tuple[int, ...], repeats: int, steps: int) -> None:
-    """Refuse options the workers' KV cache and request limit cannot hold."""
-    if repeats < 1 or steps < 1 or repeats * steps > MAX_STEPS:
-        raise ForkToolError(
-            f"--repeats {repeats} --steps {steps}: each at least 1, together at "
-            f"most {MAX_STEPS} measured steps per case"
-        )
-    if not all(1 <= n <= MAX_REQUESTS for n in sizes):
-        raise ForkToolError(f"--sizes: each from 1 to {MAX_REQUESTS} requests")
 
 
 def run(
@@ -296,20 +246,27 @@ def run(
     check: Check,
     command: str,
 ) -> bool:
-    """Measure every case; print the table and write build/results/<check>.json."""
-    _refuse_options(sizes, repeats, steps)
+    """Measure every case; print the table and write build/results/<check>.json.
+    Refuses first the options the workers' KV cache and request limit cannot
+    hold."""
+    if repeats < 1 or steps < 1 or repeats * steps > MAX_STEPS:
+        raise ForkToolError(
+            f"--repeats {repeats} --steps {steps}: each at least 1, together at "
+            f"most {MAX_STEPS} measured steps per case"
+        )
+    if not all(1 <= n <= MAX_REQUESTS for n in sizes):
+        raise ForkToolError(f"--sizes: each from 1 to {MAX_REQUESTS} requests")
     require_setup("bench")
     ensure_safe(LAYOUT.fork, "bench")  # results name the fork's HEAD tree
-    venv = LAYOUT.venv
     hfcache.lay_out(LAYOUT.fixtures, LAYOUT.hf_home)
-    trees = {"base": worktree(LAYOUT.fork, BASE_TREE, BASE_TAG), "fork": LAYOUT.fork}
-    trees["base-aa"] = trees["base"]
+    base = worktree(LAYOUT.fork, BASE_TREE, BASE_TAG)
+    trees = {"base": base, "fork": LAYOUT.fork, "base-aa": base}
     start = time.monotonic()
-    workers = {label: Worker(label, trees[label], venv) for label in PROCESSES}
+    workers = {label: Worker(label, trees[label], LAYOUT.venv) for label in PROCESSES}
     rows, raw = [], []
     try:
         for w in workers.values():
-            w.ready()
+            w.wait_ready(READY_TIMEOUT_S)
         print(f"workers ready in {time.monotonic() - start:.0f} s", flush=True)
         for case in cases(sizes):
             facts, runs = measure(workers, case, repeats, steps)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from evidence import ci_impact, matrix, mutate, precommit, suite
+from evidence import ci_impact, cpu_selection, matrix, mutation, precommit
 from evidence.pr.sections import checkers_row, precommit_row
 from forktool import process
 from forktool.checks import SETUP, TEST, Check, Context, Measured
@@ -26,7 +26,7 @@ def mutants(ctx: Context) -> Measured:
     unmutated fork (which the matrix reports too) fails the check rather
     than stopping `test`."""
     try:
-        return mutate.mutation_testing(
+        return mutation.mutation_testing(
             LAYOUT.fork, LAYOUT.trees, ctx.tests, ctx.selection, LAYOUT.results
         )
     except ForkToolError as e:
@@ -72,9 +72,9 @@ REGRESSION_MATRIX = Check(
     in_pr=True,
 )
 MUTANTS = Check(
-    mutate.NAME,
+    mutation.NAME,
     "mutation testing of the series' added lines",
-    mutate.COMMAND_LINE,
+    mutation.COMMAND_LINE,
     mutants,
     in_pr=True,
 )
@@ -128,9 +128,9 @@ UPSTREAM_SELECTION = Check(
     "upstream-selection",
     "upstream selection, fork vs base",
     TEST,
-    lambda ctx: suite.suite_vs_base(LAYOUT, ctx.tests, ctx.selection),
+    lambda ctx: cpu_selection.cpu_selection(LAYOUT, ctx.tests, ctx.selection),
     in_pr=True,
-    alongside=True,
+    background=True,
 )
 BENCH = Check(
     "bench", "scheduler cost per step", BENCH_RUN, gates_test=False, in_pr=True

@@ -116,7 +116,9 @@ def report(fork: Path, base: str, head: str, test: str, python: str) -> str:
     counts = []
     for rev in (base, head):
         steps = steps_at(fork, rev)
-        sides.append({s.ident: Found(s, *collected(s, file, items, tk)) for s in steps})
+        ident = [(s.pipeline, s.source, s.key or s.label) for s in steps]
+        found = [Found(s, *collected(s, file, items, tk)) for s in steps]
+        sides.append(dict(zip(ident, found, strict=True)))
         counts.append(f"`{rev}`: {trigger_counts(steps, changed)}")
     old, new = sides
     idents = [i for i in {**new, **old} if any(i in s and s[i].items for s in sides)]
@@ -166,10 +168,8 @@ def run_checkers(fork: Path, python: str) -> Measured:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m evidence.ci_impact",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+        "python -m evidence.ci_impact", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--fork", type=Path, required=True, help="build/vllm")
     parser.add_argument("--base", default=BASE_TAG)
     parser.add_argument("--head", default="HEAD")

@@ -29,16 +29,8 @@ from forktool.checks import Check, Measured, fork_tree, record
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.prepare import require_setup
-from forktool.process import (
-    BASE_TAG,
-    ISOLATED,
-    ForkToolError,
-    git,
-    series_commits,
-    subject,
-)
-from forktool.pytest_outcomes import Result
-from forktool.pytest_runner import run_pytest
+from forktool.process import BASE_TAG, ISOLATED, ForkToolError, git
+from forktool.pytest_runner import Result, run_pytest
 from forktool.safety import ensure_safe
 from forktool.selection import Selection
 from forktool.venv import compiling_once, python
@@ -64,13 +56,13 @@ def without_resolution(fork: Path, path: Path) -> str:
     """Make `path` a worktree of the fork's HEAD (linked to the fork's
     precompiled extensions, which git does not track) and reverse patch 1's
     hunks in RESOLUTION there; return the sentence saying what was reversed."""
-    first = series_commits(fork)[0]
+    first = process.series_commits(fork)[0]
     diff = git(fork, "diff", BASE_TAG, first, "--", *RESOLUTION, env=ISOLATED)
     worktree(fork, path, "HEAD")
     git(path, "apply", "-R", env=ISOLATED, input=diff.stdout)
     return (
-        f"Patch 1's hunks ({subject(fork, first)}) in {RESOLUTION[0]} (the OR of "
-        f"the zeroing decision across workers) and {RESOLUTION[1]} (the "
+        f"Patch 1's hunks ({process.subject(fork, first)}) in {RESOLUTION[0]} "
+        f"(the OR of the zeroing decision across workers) and {RESOLUTION[1]} (the "
         "scheduler config's copy of the decision), reversed with `git apply -R` "
         "at the series' head; the rest of patch 1 stays, as a full `git revert` "
         "of it conflicts with patch 2."
@@ -81,7 +73,6 @@ def run_test(
     tree: Path, venv: Path, args: tuple[str, ...], log: Path
 ) -> tuple[dict[str, Any], str]:
     """The test in `tree`: its outcomes and exit status; the end of its output."""
-    bin_dir = venv / "bin"
     # The test serves the model with `vllm serve`, whose imports start from
     # the venv's bin/, where the editable install's finder loads build/vllm:
     # the tree first on PYTHONPATH makes the server and its workers its own.
@@ -89,7 +80,7 @@ def run_test(
     env = compiling_once(
         process.environ(
             VIRTUAL_ENV=str(venv),
-            PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
             PYTHONPATH=os.pathsep.join(paths),
         )
     )

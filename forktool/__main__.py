@@ -47,28 +47,26 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+AGAIN = "then run the command again"
 TO_DO = {
     errno.EROFS: "the file system is read-only: make it writable, or move the "
     "clone (VLLM_FORK_CACHE moves the cache) to one that is",
-    errno.EACCES: "no permission: give yourself write permission there",
-    errno.EPERM: "no permission: give yourself write permission there",
-    errno.ENOSPC: "free some space on that disk, then run the command again",
-    errno.EDQUOT: "your disk quota is used up: free some space, then run the "
-    "command again",
-    errno.EFBIG: "a file size limit (ulimit -f) stopped it: raise it, then run "
-    "the command again",
+    **dict.fromkeys((errno.EACCES, errno.EPERM), "no permission: give yourself "
+                    "write permission there"),
+    errno.ENOSPC: f"free some space on that disk, {AGAIN}",
+    errno.EDQUOT: f"your disk quota is used up: free some space, {AGAIN}",
+    errno.EFBIG: f"a file size limit (ulimit -f) stopped it: raise it, {AGAIN}",
     errno.EEXIST: "something that is not a folder, a file or a dangling symbolic "
     "link, is where a folder must be: remove it or point it at a folder",
     errno.ENOTDIR: "a file is where a folder must be: remove or move it",
-}
+}  # fmt: skip
 
 
 def os_error(e: OSError) -> str:
     """`<path>: <cause> (<what to do>)` for a failed read or write."""
-    paths = [str(p) for p in (e.filename, e.filename2) if p is not None]
-    cause = e.strerror or str(e)
-    to_do = TO_DO.get(e.errno or 0, "fix that, then run the command again")
-    return ": ".join([" -> ".join(paths), cause] if paths else [cause]) + f" ({to_do})"
+    paths = " -> ".join(str(p) for p in (e.filename, e.filename2) if p is not None)
+    to_do = TO_DO.get(e.errno or 0, f"fix that, {AGAIN}")
+    return f"{paths}{': ' if paths else ''}{e.strerror or e} ({to_do})"
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 command as printed and check that no patch is lost, duplicated or re-signed.
 
 Commands are printed one a line, indented, in the order to run them; lines
-starting with `#` say what to do by hand.
+starting with `#` say what to do by hand. A `git revert` of a patch, the way
+vLLM contributors undo a commit, exported keeps both the patch and its revert
+in the series: `revert_hints` says how to drop the patch instead.
 """
 
 from __future__ import annotations
@@ -10,23 +12,23 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from forktool import reverts
-from forktool.process import BASE_TAG, SERIES, git, series_commits
-from forktool.standing import Change, Refusal, Standing, State
+from forktool.process import BASE_TAG, git, series_commits
+from forktool.status import Change, Standing, State
+from forktool.verify import series_messages
 
+# The fork as `sync` or `export` last left it equal to the series: the version of each
+# patch that both sides agreed on.
 SYNCED = "refs/forktool/synced"
-"""The fork as `sync` or `export` last left it equal to the series: the
-version of each patch that both sides agreed on."""
 
+# Run on each commit by `rebase --exec`: signs off only a commit that its runner wrote
+# (`commit -s` signs as the committer) and that lacks the author's sign-off; nobody
+# else's commit gets the runner's sign-off.
 FIX_SIGNOFF = (
     'a="$(git log -1 --format="%an <%ae>")"; if [ "$a" = "$(git var '
     'GIT_COMMITTER_IDENT | sed "s/ [^ ]* [^ ]*\\$//")" ] && ! git log -1 '
     '--format=%B | grep -qxF "Signed-off-by: $a"; then git commit --amend '
     "--no-edit -s; fi"
 )
-"""Run on each commit by `rebase --exec`: signs off only a commit that its
-runner wrote (`commit -s` signs as the committer) and that lacks the
-author's sign-off; nobody else's commit gets the runner's sign-off."""
 
 
 def _agreed(fork: Path, *subjects: str) -> str | None:
@@ -152,10 +154,9 @@ def _diverged(fork: Path, standing: Standing, command: str, series_len: int) -> 
 
 def refusal(fork: Path, standing: Standing, command: str, series_len: int) -> str:
     """Why `command` changes nothing, and what to run instead (safe to run)."""
-    kind = Refusal.of(standing)
-    if kind is Refusal.DIVERGED:
+    if standing.diverged:
         return _diverged(fork, standing, command, series_len)
-    if kind is Refusal.LOCAL_WORK:
+    if standing.of(State.LOCAL):
         return (
             f"{fork} has work the series lacks:\n{standing.report(State.LOCAL)}\n"
             "Save it with `python3 -m forktool export` (then commit patches/ in "
@@ -239,15 +240,14 @@ def runner(fork: Path) -> str | None:
 def warnings(fork: Path, names: list[str]) -> list[str]:
     """Commits without their author's sign-off, subjects not in vLLM's style,
     and two patches with one subject."""
-    log = git(fork, "log", "--reverse", "--format=%an <%ae>%x00%s%x00%B%x1e", SERIES)
     found: list[str] = []
     unsigned: list[int] = []
     seen: dict[str, str] = {}
     me = runner(fork)
-    records = log.stdout.split("\x1e")
-    for i, (name, record) in enumerate(zip(names, records, strict=False)):
-        author, subject, body = record.lstrip("\n").split("\0", 2)
-        trailers = {line.strip() for line in body.splitlines()}
+    commits = series_messages(fork)
+    for i, (name, commit) in enumerate(zip(names, commits, strict=False)):
+        author, subject = commit.author, commit.subject
+        trailers = {line.strip() for line in commit.message.splitlines()}
         if f"Signed-off-by: {author}" not in trailers:
             found.append(_unsigned(fork, name, author, me))
             if author == me:
@@ -267,7 +267,7 @@ def warnings(fork: Path, names: list[str]) -> list[str]:
                 f"{fork} rebase -i {BASE_TAG}` (mark the later one `fixup`)"
             )
         seen.setdefault(subject, name)
-    found += reverts.hints(fork, names)
+    found += revert_hints(fork, names)
     if unsigned:
         back = len(names) - unsigned[0]
         start = BASE_TAG if back == len(names) else f"HEAD~{back}"
@@ -290,3 +290,35 @@ def _unsigned(fork: Path, name: str, author: str, me: str | None) -> str:
         f"its message with `git -C {fork} rebase -i {BASE_TAG}` (mark it "
         "`reword`) and export again; never add your own in their name."
     )
+
+
+REVERTS = re.compile(r"^This reverts commit ([0-9a-f]{7,40})\b", re.MULTILINE)
+
+
+def revert_hints(fork: Path, names: list[str]) -> list[str]:
+    """A warning for each commit of the series (patch files `names`) that
+    reverts an earlier one: how to drop that patch instead."""
+    commits = series_messages(fork)
+    found = []
+    for i, commit in enumerate(commits[: len(names)]):
+        if not commit.subject.startswith('Revert "'):
+            continue
+        said = REVERTS.search(commit.message)
+        ids = [c.sha for c in commits[:i]]
+        at = next(
+            (j for j, sha in enumerate(ids) if said and sha.startswith(said[1])), None
+        )
+        if at is None:  # "This reverts commit" gone or stale (a rebase changed
+            # the ids): the quoted subject.
+            quoted = commit.subject.removeprefix('Revert "').removesuffix('"')
+            at = max(
+                (j for j in range(i) if commits[j].subject == quoted), default=None
+            )
+        if at is not None:
+            n = at + 1
+            found.append(
+                f"warning: {names[i]}: reverts patch {n} ({names[at]}): to drop "
+                f"patch {n}, `git -C {fork} rebase -i {BASE_TAG}` and delete its "
+                "line and this revert's (a revert keeps both in the series)"
+            )
+    return found

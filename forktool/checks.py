@@ -4,10 +4,10 @@ A check (`Check`) says its name (also its results file), title, the command
 that refreshes its result, how it is measured, whether it gates `test` (and
 `setup`) and whether the PR description reads it. The entries are the
 `CHECKS` of the modules in `REGISTERED`. `setup` and `test` run them: the
-required ones first, then the others in turn, those marked `alongside` each
-in a process of its own beside them (a process group, ended when the tool
-stops; its output goes to a log printed when it ends, its result comes back
-as JSON through a pipe).
+required ones first, then the others in turn, those marked `background` each
+in a background process (a process group, ended when the tool stops; its
+output goes to a log printed when it ends, its result comes back as JSON
+through a pipe).
 
 Each run leaves one JSON file per check under build/results/, naming the
 fork tree it was measured on, so a reader (reports, the PR text) can refuse
@@ -33,33 +33,36 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from forktool.layout import LAYOUT
 from forktool.process import ForkToolError, git
 
+if TYPE_CHECKING:
+    from forktool.pins import Pins
+    from forktool.prerequisites import Program
+    from forktool.pytest_runner import Runner
+    from forktool.selection import Selection
+
+SETUP = "python3 -m forktool setup"
+TEST = "python3 -m forktool test"
+
 
 @dataclass
 class CheckResult:
-    check: str
-    """The check's name in the registry, also the file name."""
+    check: str  # the check's name in the registry, also the file name
     ok: bool
-    tree: str
-    """`git rev-parse HEAD^{tree}` of the fork the check ran on."""
+    tree: str  # `git rev-parse HEAD^{tree}` of the fork the check ran on
     base_version: str
-    command: str
-    """The command that refreshes this result."""
+    command: str  # the command that refreshes this result
     date: str = ""
     seconds: float = 0.0
     counts: dict[str, int] = field(default_factory=dict)
+    # Name -> a few lines of real output (command and what it printed).
     excerpts: dict[str, str] = field(default_factory=dict)
-    """Name -> a few lines of real output (command and what it printed)."""
+    # Check-specific, machine-readable details (tables, per-test outcomes).
     data: dict[str, Any] = field(default_factory=dict)
-    """Check-specific, machine-readable details (tables, per-test outcomes)."""
 
 
 @dataclass
 class Measured:
     """What a check found: its verdict and what its results file records.
-
-    Truthy iff the check passed, so callers that only want the verdict keep
-    using it as a bool.
-    """
+    Truthy iff the check passed."""
 
     ok: bool
     counts: dict[str, int] = field(default_factory=dict)
@@ -94,56 +97,38 @@ def read(store: Path, check: str) -> CheckResult | None:
         raise ForkToolError(f"{path} is not a results file: {e}") from e
 
 
-if TYPE_CHECKING:
-    from forktool.pins import Pins
-    from forktool.prerequisites import Program
-    from forktool.pytest_runner import Runner
-    from forktool.selection import Selection
-
-SETUP = "python3 -m forktool setup"
-TEST = "python3 -m forktool test"
-
-
 @dataclass(frozen=True)
 class Context:
     """What `setup` and `test` have made ready when the checks run."""
 
     pins: Pins
     venv: Path
-    self_check: Measured
-    """The venv's self-check, run while `prepare` started vLLM."""
-    tests: Runner
-    """The pytest runner for vLLM's tests in the fork's venv."""
+    self_check: Measured  # the venv's self-check, run while `prepare` started vLLM
+    tests: Runner  # the pytest runner for vLLM's tests in the fork's venv
     selection: Selection
 
 
 @dataclass(frozen=True)
 class Check:
-    name: str
-    """Also its results file: build/results/<name>.json."""
+    name: str  # also its results file: build/results/<name>.json
     title: str
-    command: str
-    """The command that refreshes its result."""
+    command: str  # the command that refreshes its result
+    # How `setup` and `test` measure it; None for a check only its own
+    # command measures (`bench`).
     measure: Callable[[Context], Measured] | None = None
-    """How `setup` and `test` measure it; None for a check only its own
-    command measures (`bench`)."""
-    gates_test: bool = True
-    """`test` runs it, and fails when it fails."""
-    in_setup: bool = False
-    """`setup` runs it too."""
-    required: bool = False
-    """It runs before the others, which do not run when it fails."""
-    alongside: bool = False
-    """It runs in a process of its own, beside the checks that run in turn;
-    its output is shown when it ends. It must share no worktree with them."""
+    gates_test: bool = True  # `test` runs it, and fails when it fails
+    in_setup: bool = False  # `setup` runs it too
+    required: bool = False  # it runs first; the others do not run when it fails
+    # It runs in a background process while the others run in turn; its
+    # output is shown when it ends. It must share no worktree with them.
+    background: bool = False
+    # The PR description reads its result; `pr` refuses without a current
+    # one if it gates `test`.
     in_pr: bool = False
-    """The PR description reads its result; `pr` refuses without a current
-    one if it gates `test`."""
+    # Its row in the table of the PR's Validation section (None: not
+    # measured); a check with one is read by the PR description.
     pr_row: Callable[[CheckResult | None], str] | None = None
-    """Its row in the table of the PR's Validation section (None: not
-    measured); a check with one is read by the PR description."""
-    needs: tuple[Program, ...] = field(default=())
-    """Programs outside the tool it runs, checked before `test` starts."""
+    needs: tuple[Program, ...] = ()  # programs it runs, checked before `test`
 
     def __post_init__(self) -> None:
         if (self.gates_test or self.in_setup) and self.measure is None:
@@ -151,7 +136,7 @@ class Check:
                 f"the check {self.name!r} gates `test` but says nothing of how "
                 "to measure it: give it a measure, or gates_test=False"
             )
-        if self.pr_row is not None and not self.in_pr:
+        if self.pr_row is not None:
             object.__setattr__(self, "in_pr", True)
 
 
@@ -160,7 +145,7 @@ REGISTERED = ("forktool.tool_checks", "evidence.checks")
 the workflow's own checks, then the PR evidence's."""
 
 
-def registry() -> tuple[Check, ...]:
+def all_checks() -> tuple[Check, ...]:
     """Each registered module's CHECKS, in order; two of one name are refused."""
     found = [c for name in REGISTERED for c in importlib.import_module(name).CHECKS]
     names = [check.name for check in found]
@@ -170,43 +155,35 @@ def registry() -> tuple[Check, ...]:
     return tuple(found)
 
 
-@dataclass
-class Beside:
-    check: Check
-    pid: int
-    answer: int
-    """The pipe's end the measurement comes through."""
-    log: Path
-    ended: bool = False
+class Background:
+    """A check measured in a forked process of its own, output to `log`, its
+    measurement back through a pipe."""
 
-    @classmethod
-    def start(cls, check: Check, ctx: Context, log: Path) -> Beside:
-        """Start measuring `check` in a process of its own, output to `log`."""
+    def __init__(self, check: Check, ctx: Context, log: Path) -> None:
+        self.check, self.log, self.ended = check, log, False
         log.parent.mkdir(parents=True, exist_ok=True)
-        print(f"\n=== {check.title}: runs beside the others (log: {log}) ===")
+        print(f"\n=== {check.title}: runs in the background (log: {log}) ===")
         sys.stdout.flush()
         sys.stderr.flush()
-        answer, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(answer)
+        self.answer, write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self.answer)
             _measure(check, ctx, log, write)
         # A group of its own, which `stop` ends with the processes it started
         # (set here too: `stop` may come before the child sets it).
         with contextlib.suppress(OSError):
-            os.setpgid(pid, pid)
+            os.setpgid(self.pid, self.pid)
         os.close(write)
-        return cls(check, pid, answer, log)
 
     def stop(self) -> None:
         """End the check's processes, unless it ended (`finish`)."""
-        if self.ended:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.pid, signal.SIGTERM)
-        os.waitpid(self.pid, 0)
-        os.close(self.answer)
-        self.ended = True
+        if not self.ended:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGTERM)
+            os.waitpid(self.pid, 0)
+            os.close(self.answer)
+            self.ended = True
 
     def finish(self) -> tuple[Measured, float]:
         """Wait for the check; print its output; what it measured, in how
@@ -223,8 +200,7 @@ class Beside:
             print(error)
             return Measured(False, excerpts={"error": error}), 0.0
         measured = json.loads(said)
-        seconds = measured.pop("seconds")
-        return Measured(**measured), seconds
+        return Measured(**measured["found"]), measured["seconds"]
 
 
 def _measure(check: Check, ctx: Context, log: Path, answer: int) -> NoReturn:
@@ -237,11 +213,9 @@ def _measure(check: Check, ctx: Context, log: Path, answer: int) -> NoReturn:
         os.dup2(out, 1)
         os.dup2(out, 2)
         sys.stdout = sys.stderr = open(1, "w", buffering=1, closefd=False)
-        assert check.measure is not None  # Check refuses a gating one without
-        start = time.monotonic()
-        found = check.measure(ctx)
+        found, seconds = _timed(check, ctx)
         with os.fdopen(answer, "w") as said:
-            json.dump({"seconds": time.monotonic() - start, **asdict(found)}, said)
+            json.dump({"seconds": seconds, "found": asdict(found)}, said)
         code = 0
     except BaseException:  # the log shows it; the tool fails the check
         traceback.print_exc()
@@ -251,52 +225,47 @@ def _measure(check: Check, ctx: Context, log: Path, answer: int) -> NoReturn:
         os._exit(code)
 
 
-def all_checks() -> tuple[Check, ...]:
-    """The workflow's checks, then the PR evidence's."""
-    return registry()
+def _timed(check: Check, ctx: Context) -> tuple[Measured, float]:
+    assert check.measure is not None  # Check refuses a gating one without
+    start = time.monotonic()
+    return check.measure(ctx), time.monotonic() - start
 
 
 def run_checks(ctx: Context, checks: list[Check], command: str, prepared: float) -> int:
-    """Run the required checks, then the others in turn, those `alongside`
-    in processes of their own beside them; record each result, print a
+    """Run the required checks, then the others in turn, those marked
+    `background` in background processes; record each result, print a
     summary. A failed required check stops the run."""
     tree = fork_tree(LAYOUT.fork)
     written: list[tuple[str, CheckResult]] = []
+
+    def done(check: Check, found: Measured, seconds: float) -> bool:
+        result = record(check, found, seconds, ctx.pins.version, tree, command)
+        written.append((check.title, result))
+        return result.ok
+
+    def in_turn(check: Check) -> bool:
+        print(f"\n=== {check.title} ===", flush=True)
+        return done(check, *_timed(check, ctx))
+
     for check in [c for c in checks if c.required]:
-        written.append((check.title, _run(check, ctx, tree, command)))
-        if not written[-1][1].ok:
+        if not in_turn(check):
             print(f"\n{check.title} failed: the other checks did not run.")
-            return _summary(written, prepared)
-    later = [c for c in checks if not c.required]
-    beside = [
-        Beside.start(c, ctx, LAYOUT.logs / f"{c.name}.out")
-        for c in later
-        if c.alongside
-    ]
-    try:
-        for check in [c for c in later if not c.alongside]:
-            written.append((check.title, _run(check, ctx, tree, command)))
-        for started in beside:
-            found, seconds = started.finish()
-            check = started.check
-            result = record(check, found, seconds, ctx.pins.version, tree, command)
-            written.append((check.title, result))
-    finally:  # a check raised, or Ctrl-C: nothing runs on after the tool
-        for started in beside:
-            started.stop()
-    return _summary(written, prepared)
-
-
-def _run(check: Check, ctx: Context, tree: str, command: str) -> CheckResult:
-    assert check.measure is not None  # Check refuses a gating one without
-    print(f"\n=== {check.title} ===", flush=True)
-    start = time.monotonic()
-    found = check.measure(ctx)
-    seconds = time.monotonic() - start
-    return record(check, found, seconds, ctx.pins.version, tree, command)
-
-
-def _summary(written: list[tuple[str, CheckResult]], prepared: float) -> int:
+            break
+    else:
+        later = [c for c in checks if not c.required]
+        background = [
+            Background(c, ctx, LAYOUT.logs / f"{c.name}.out")
+            for c in later
+            if c.background
+        ]
+        try:
+            for check in [c for c in later if not c.background]:
+                in_turn(check)
+            for started in background:
+                done(started.check, *started.finish())
+        finally:  # a check raised, or Ctrl-C: nothing runs on after the tool
+            for started in background:
+                started.stop()
     print(f"\n=== summary (results in {LAYOUT.results}) ===")
     print(f"{'':4}  {prepared:6.0f} s  prepare (sync, install, self-check)")
     for title, result in written:
@@ -311,11 +280,10 @@ def record(
     base_version: str,
     tree: str,
     command: str | None = None,
-    store: Path | None = None,
 ) -> CheckResult:
-    """Write what a run of `check` found to the store, as run by `command`
-    (the check's own by default), in `store` (the clone's by default); the
-    one place results are recorded."""
+    """Write what a run of `check` found to the clone's results, as run by
+    `command` (the check's own by default); the one place results are
+    recorded."""
     result = CheckResult(
         check.name,
         found.ok,
@@ -327,7 +295,7 @@ def record(
         excerpts=found.excerpts,
         data=found.data,
     )
-    write(store or LAYOUT.results, result)
+    write(LAYOUT.results, result)
     return result
 
 
@@ -338,7 +306,7 @@ def problem(result: CheckResult | None, check: Check, tree: str) -> str:
     if result.tree != tree:
         return (
             f"{check.name}: stale, measured on tree {result.tree[:12]} on "
-            f"{result.date}, "
-            f"the fork is now at tree {tree[:12]}; run `{result.command}`"
+            f"{result.date}, the fork is now at tree {tree[:12]}; "
+            f"run `{result.command}`"
         )
     return ""

@@ -12,25 +12,16 @@ import shutil
 from pathlib import Path
 
 
-def revision(model_id: str) -> str:
-    """A stable stand-in for the commit id of the model's repository."""
-    return hashlib.sha1(model_id.encode()).hexdigest()
-
-
-def model_ids(fixtures: Path) -> list[str]:
-    return sorted(
-        f"{d.parent.name}/{d.name}" for d in fixtures.glob("*/*") if d.is_dir()
-    )
-
-
 def lay_out(fixtures: Path, hf_home: Path) -> list[str]:
     """Rebuild `hf_home` from `fixtures`; return the model ids it serves."""
-    hub = hf_home / "hub"
-    shutil.rmtree(hub, ignore_errors=True)
-    ids = model_ids(fixtures)
+    shutil.rmtree(hf_home / "hub", ignore_errors=True)
+    ids = sorted(
+        f"{d.parent.name}/{d.name}" for d in fixtures.glob("*/*") if d.is_dir()
+    )
     for model_id in ids:
-        repo = hub / f"models--{model_id.replace('/', '--')}"
-        rev = revision(model_id)
+        repo = hf_home / "hub" / f"models--{model_id.replace('/', '--')}"
+        # A stable stand-in for the commit id of the model's repository.
+        rev = hashlib.sha1(model_id.encode()).hexdigest()
         shutil.copytree(fixtures / model_id, repo / "snapshots" / rev)
         (repo / "refs").mkdir()
         (repo / "refs" / "main").write_text(rev)

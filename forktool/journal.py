@@ -3,9 +3,9 @@ committed in one step that a journal names.
 
 `sync` applies the series in a staging worktree of the fork (`begin`), a
 sparse checkout of the files the patches touch; the fork people see is not
-touched. `commit_sync` then writes the journal and moves the base tag, the
+touched. `commit` then writes the journal and moves the base tag, the
 branch (with its working tree) and the record. `export` writes its patch
-files into a staging folder first; `commit_export` moves them into patches/
+files into a staging folder first; `commit` moves them into patches/
 and rewrites the series. A journal is written whole (`os.replace`), so it
 is there or not.
 
@@ -20,7 +20,6 @@ left to resolve by hand.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ from forktool import process
 from forktool.advice import SYNCED
 from forktool.process import BASE_TAG, ForkToolError, git
 from forktool.series import write_series
-from forktool.standing import Entry, save_before_export, save_record
+from forktool.status import Entry, save_before_export, save_record, write_whole
 
 # The staging worktree checks out only the files the patches touch.
 SPARSE = {
@@ -60,41 +59,46 @@ def staged_patches(fork: Path) -> Path:
 
 @dataclass
 class Move:
-    """What a sync commits: the fork's branch from `head` to `target`."""
+    """What a sync commits: the fork's branch from `head` to `target`;
+    `agreed`: the fork is then the series, patch by patch; `backup`: a branch
+    to keep `head` on; `base`: a new base commit for the `base` tag, which
+    leaves the paths `exclude` untracked."""
 
     head: str
     target: str
     entries: list[Entry]
     agreed: bool
-    """The fork is then the series, patch by patch."""
     backup: str | None = None
-    """A branch to keep `head` on."""
     base: str | None = None
-    """A new base commit for the `base` tag."""
     exclude: list[str] = field(default_factory=list)
-    """With a new base: the paths it leaves untracked."""
 
 
 @dataclass
 class Export:
-    """What an export commits into patches/."""
+    """What an export commits into patches/: the patch files made from the
+    fork's commit `head`; `before`: the fingerprints of the series it
+    replaces, to tell an undone export."""
 
     patches: str
     head: str
-    """The fork's commit the patches were made from."""
     write: list[str]
     remove: list[str]
     series: list[str]
     entries: list[Entry]
     before: list[str] = field(default_factory=list)
-    """The fingerprints of the series it replaces, to tell an undone export."""
 
 
-def _write_journal(fork: Path, kind: str, data: Move | Export) -> None:
-    path = journal_path(fork)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"kind": kind, **asdict(data)}, indent=1) + "\n")
-    os.replace(tmp, path)
+def commit(fork: Path, data: Move | Export) -> None:
+    """Write the journal whole, then move the fork to what the staging
+    worktree built (`Move`), or the staged patch files into patches/ and
+    rewrite the series (`Export`), as one step."""
+    kind = "export" if isinstance(data, Export) else "sync"
+    text = json.dumps({"kind": kind, **asdict(data)}, indent=1) + "\n"
+    write_whole(journal_path(fork), text)
+    if isinstance(data, Export):
+        _finish_export(fork, data)
+    else:
+        _finish_sync(fork, data)
 
 
 def _discard_staging(fork: Path) -> None:
@@ -123,10 +127,6 @@ def begin(fork: Path, start: str, paths: set[str] | None) -> Path:
     return stage
 
 
-def _branch_head(fork: Path) -> str:
-    return git(fork, "rev-parse", "HEAD").stdout.strip()
-
-
 def _finish_sync(fork: Path, move: Move) -> None:
     if move.backup:
         exists = git(fork, "rev-parse", "-q", "--verify", move.backup, check=False)
@@ -142,12 +142,6 @@ def _finish_sync(fork: Path, move: Move) -> None:
         git(fork, "update-ref", SYNCED, move.target)
     _discard_staging(fork)
     journal_path(fork).unlink()
-
-
-def commit_sync(fork: Path, move: Move) -> None:
-    """Move the fork to what the staging worktree built, as one step."""
-    _write_journal(fork, "sync", move)
-    _finish_sync(fork, move)
 
 
 def stage_export(fork: Path) -> Path:
@@ -171,12 +165,6 @@ def _finish_export(fork: Path, export: Export) -> None:
     git(fork, "update-ref", SYNCED, export.head)
     shutil.rmtree(staged, ignore_errors=True)
     journal_path(fork).unlink()
-
-
-def commit_export(fork: Path, export: Export) -> None:
-    """Move the staged patch files into patches/ and rewrite the series."""
-    _write_journal(fork, "export", export)
-    _finish_export(fork, export)
 
 
 def _drop_git_locks(fork: Path) -> None:
@@ -205,7 +193,7 @@ def recover(fork: Path) -> str | None:
             _finish_export(fork, Export(**data))
             return f"finished an interrupted export into {data['patches']}"
         move = Move(**data)
-        head = _branch_head(fork)
+        head = git(fork, "rev-parse", "HEAD").stdout.strip()
         if head not in (move.head, move.target):
             raise ForkToolError(
                 f"A sync was interrupted while it moved {fork} from {move.head[:12]} "

@@ -2,109 +2,43 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-@dataclass(frozen=True)
 class Layout:
-    root: Path
+    """The paths of the clone at `root`."""
 
-    # --- committed -------------------------------------------------------
-    @property
-    def pins(self) -> Path:
-        return self.root / "pins.toml"
-
-    @property
-    def lock(self) -> Path:
-        """venv.lock: every package of the venv, resolved from the pins."""
-        return self.root / "venv.lock"
-
-    @property
-    def patches(self) -> Path:
-        return self.root / "patches"
-
-    @property
-    def selection(self) -> Path:
-        return self.root / "upstream-tests.toml"
-
-    @property
-    def fixtures(self) -> Path:
-        return self.root / "fixtures" / "hf"
-
-    @property
-    def fork_tests(self) -> Path:
-        """The fork tests that upstream would not take (and bench's worker)."""
-        return self.root / "fork_tests"
-
-    @property
-    def equivalents(self) -> Path:
-        """Mutants of the series' added lines no test can kill, with reasons."""
-        return self.root / "mutants-equivalent.toml"
-
-    @property
-    def prose(self) -> Path:
-        return self.root / "pr" / "description.toml"
-
-    @property
-    def review(self) -> Path:
-        return self.root / "REVIEW.md"
-
-    # --- build/ ----------------------------------------------------------
-    @property
-    def build(self) -> Path:
-        return self.root / "build"
-
-    @property
-    def fork(self) -> Path:
-        return self.build / "vllm"
-
-    @property
-    def clone_lock(self) -> Path:
-        """Held by every command that reads or writes patches/ or the fork."""
-        return self.build / "forktool.lock"
-
-    @property
-    def venv(self) -> Path:
-        return self.build / ".venv"
-
-    @property
-    def trees(self) -> Path:
-        """Tool-owned worktrees of the fork."""
-        return self.build / "trees"
-
-    @property
-    def base_tree(self) -> Path:
-        """The pristine base, checked out."""
-        return self.trees / "base"
-
-    @property
-    def logs(self) -> Path:
-        return self.build / "logs"
-
-    @property
-    def results(self) -> Path:
-        return self.build / "results"
-
-    @property
-    def hf_home(self) -> Path:
-        return self.build / "hf-home"
-
-    @property
-    def pycache(self) -> Path:
-        """The bytecode the tool's test processes write (PYTHONPYCACHEPREFIX)."""
-        return self.build / "pycache"
-
-    @property
-    def kit(self) -> Path:
-        """The PR kit `pr` writes."""
-        return self.build / "pr"
-
-    @property
-    def hypothesis(self) -> Path:
-        return self.build / "hypothesis"
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        # Committed.
+        self.pins = root / "pins.toml"
+        self.lock = root / "venv.lock"  # every package of the venv, from the pins
+        self.patches = root / "patches"
+        self.selection = root / "upstream-tests.toml"
+        self.fixtures = root / "fixtures" / "hf"
+        # The fork tests upstream would not take (and bench's worker).
+        self.fork_tests = root / "fork_tests"
+        # Mutants of the series' added lines no test can kill, with reasons.
+        self.equivalents = root / "mutants-equivalent.toml"
+        self.prose = root / "pr" / "description.toml"
+        self.review = root / "REVIEW.md"
+        # build/, git-ignored.
+        self.build = build = root / "build"
+        self.fork = build / "vllm"
+        # Held by every command that reads or writes patches/ or the fork.
+        self.clone_lock = build / "forktool.lock"
+        self.venv = build / ".venv"
+        self.trees = build / "trees"  # tool-owned worktrees of the fork
+        self.base_tree = self.trees / "base"  # the pristine base, checked out
+        self.logs = build / "logs"
+        self.results = build / "results"
+        self.hf_home = build / "hf-home"
+        # The bytecode the tool's test processes write (PYTHONPYCACHEPREFIX).
+        self.pycache = build / "pycache"
+        self.kit = build / "pr"  # the PR kit `pr` writes
+        self.hypothesis = build / "hypothesis"
 
 
 LAYOUT = Layout(REPO)

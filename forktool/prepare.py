@@ -1,9 +1,17 @@
 """The fork and its venv made ready, as `sync`, `install`, `setup`, `test`
 and `mutate` need them: the fork synced, the venv installed and
-self-checked, vLLM started once, and the pytest runner over them."""
+self-checked, vLLM started once, and the pytest runner over them.
+
+The self-check runs after every install and before any test: a venv that
+works only by install order (two distributions writing the same file) or
+that drifted from venv.lock fails there, naming the file and both
+distributions, instead of as a collection error deep in a test run.
+"""
 
 from __future__ import annotations
 
+import json
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from subprocess import DEVNULL
@@ -11,12 +19,22 @@ from subprocess import DEVNULL
 from forktool import hfcache, process, sync, venv_lock
 from forktool.checks import Context, Measured
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, fetch_sdist, uv_binary
+from forktool.pins import Pins, fetch_sdist, normal, uv_binary
 from forktool.process import ForkToolError
 from forktool.pytest_runner import Runner, test_env
 from forktool.selection import Selection
 from forktool.venv import ensure_venv, install_fork, python, register_clone, venv_id
-from forktool.venv_check import EDITABLE, self_check
+
+PROBE = Path(__file__).with_name("venv_probe.py")
+# What the checks and the regression matrix import: the model registry and
+# the GPU model runners of Model Runner V1 and V2.
+MODULES = (
+    "vllm.model_executor.models.registry",
+    "vllm.v1.worker.gpu_model_runner",
+    "vllm.v1.worker.gpu.model_runner",
+)
+EDITABLE = "vllm"
+"""Installed from the fork tree, not from the lock."""
 
 
 def sync_fork(pins: Pins, force: bool = False) -> None:
@@ -26,27 +44,15 @@ def sync_fork(pins: Pins, force: bool = False) -> None:
         f"The pristine {pins.sdist.filename}, sha256 {pins.sdist.sha256}.\n"
     )
     register_clone()
-    sdist = lambda: fetch_sdist(pins)  # noqa: E731
-    print(
-        sync.sync(
-            LAYOUT.fork,
-            LAYOUT.patches,
-            pins.author,
-            message,
-            sdist,
-            pins.generated,
-            force,
-            selection=LAYOUT.selection,
-        )
-    )
+    print(sync.sync(LAYOUT.fork, LAYOUT.patches, pins.author, message,
+                    lambda: fetch_sdist(pins), pins.generated, force,
+                    selection=LAYOUT.selection))  # fmt: skip
 
 
-def install(pins: Pins) -> Path:
-    """The venv made from the lock, the fork installed into it."""
-    return _installed(pins, ensure_venv(pins))
-
-
-def _installed(pins: Pins, venv: Path) -> Path:
+def install(pins: Pins, venv: Path | None = None) -> Path:
+    """The venv made from the lock (unless `venv` is made), the fork
+    installed into it."""
+    venv = venv or ensure_venv(pins)
     print(f"venv: {venv}")
     install_fork(pins, venv, LAYOUT.fork)
     return venv
@@ -56,6 +62,63 @@ def self_checked(venv: Path) -> Measured:
     """The venv's self-check."""
     print("venv self-check:", flush=True)
     return self_check(python(venv), venv_lock.LOCK, test_env(LAYOUT.hf_home))
+
+
+def self_check(
+    python: str, lock_file: Path, env: dict[str, str], modules=MODULES
+) -> Measured:
+    """Run forktool/venv_probe.py with `python` (outside any tree, so that
+    `vllm` is the installed one) and name each problem it finds. A venv
+    whose python cannot run it is the tool's error, saying how to remake it."""
+    venv = Path(python).parent.parent
+    remake = f"remove {venv} and run `python3 -m forktool install` to remake it"
+    with tempfile.TemporaryDirectory() as tmp:
+        out, cmd = Path(tmp, "probe.json"), [python, str(PROBE)]
+        try:
+            run = process.run([*cmd, str(out), *modules], cwd="/", env=env, check=False)
+        except ForkToolError as e:
+            raise ForkToolError(
+                f"the venv's python does not run ({e}): {remake}"
+            ) from e
+        if not out.exists():
+            raise ForkToolError(
+                f"the venv's python {python} could not run its self-check "
+                f"({PROBE.name}, exit status {run.returncode}): {remake}. "
+                f"Its stderr:\n{run.stderr[-2000:].rstrip()}"
+            )
+        report = json.loads(out.read_text())
+    installed, clashes = report["installed"], report["clashes"]
+    locked = venv_lock.packages(lock_file.read_text())
+    have = {normal(name): version for name, version in installed.items()}
+    have.pop(EDITABLE, None)
+    problems = [
+        f"{name}: locked {version}, installed {have.get(name, 'nothing')}"
+        for name, version in sorted(locked.items())
+        if have.get(name) != version
+    ] + [
+        f"{n} {have[n]}: installed, not in the lock"
+        for n in sorted(have.keys() - locked)
+    ]
+    for clash in clashes:
+        owners = " and ".join(clash["distributions"])
+        problems.append(f"{clash['file']}: installed by {owners}, different contents")
+    failed = [i for i in report["imports"] if i["error"]]
+    for item in failed:
+        where = ", ".join(item["distributions"]) or "unknown package"
+        problems.append(f"import {item['module']} failed in {where}: {item['error']}")
+    lines = [
+        f"{len(installed)} distributions; {lock_file.name}: {len(locked)} pinned",
+        f"files claimed by two distributions with different contents: {len(clashes)}",
+        f"imports: {len(modules) - len(failed)} of {len(modules)} succeed "
+        f"({', '.join(modules)})",
+        *problems,
+    ]
+    print("\n".join(lines), flush=True)
+    named = ("distributions", "clashing files", "failed imports", "problems")
+    found = (installed, clashes, failed, problems)
+    counts = {name: len(of) for name, of in zip(named, found, strict=True)}
+    output = {"output": "\n".join(lines[:40])}
+    return Measured(not problems, counts, output, {"installed": installed})
 
 
 def prepare(pins: Pins) -> Context:
@@ -68,13 +131,10 @@ def prepare(pins: Pins) -> Context:
         synced = pool.submit(sync_fork, pins)
         venv = ensure_venv(pins)
         synced.result()
-    _installed(pins, venv)
-    serve = process.start(
-        [str(venv / "bin" / "vllm"), "serve", "--help"],
-        env=test_env(LAYOUT.hf_home),
-        stdout=DEVNULL,
-        stderr=DEVNULL,
-    )
+    install(pins, venv)
+    serve = process.start([venv / "bin" / "vllm", "serve", "--help"],
+                          env=test_env(LAYOUT.hf_home), stdout=DEVNULL,
+                          stderr=DEVNULL)  # fmt: skip
     checked = self_checked(venv)
     version = checked.data.get("installed", {}).get(EDITABLE, "not installed")
     print(f"vllm {version}, installed from {LAYOUT.fork}")
@@ -88,23 +148,21 @@ def prepare(pins: Pins) -> Context:
 
 def require_setup(what: str) -> None:
     """Refuse `what` while the clone has no fork or no complete venv."""
-    missing = [
-        f"no fork at {LAYOUT.fork}" if not (LAYOUT.fork / ".git").exists() else "",
-        f"no complete venv at {LAYOUT.venv}" if not venv_id(LAYOUT.venv) else "",
-    ]
-    if any(missing):
+    missing = (
+        [f"no fork at {LAYOUT.fork}"] if not (LAYOUT.fork / ".git").exists() else []
+    )
+    if not venv_id(LAYOUT.venv):
+        missing.append(f"no complete venv at {LAYOUT.venv}")
+    if missing:
         raise ForkToolError(
-            f"{what} needs the fork and its venv: "
-            + "; ".join(filter(None, missing))
-            + "; run `python3 -m forktool setup` first"
+            f"{what} needs the fork and its venv: {'; '.join(missing)}; "
+            "run `python3 -m forktool setup` first"
         )
 
 
 def vllm_runner(venv: Path) -> Runner:
     """The pytest runner for vLLM's tests, the HF cache laid out afresh."""
-    selection = Selection.load(LAYOUT.selection)
     ids = hfcache.lay_out(LAYOUT.fixtures, LAYOUT.hf_home)
     print(f"HF cache {LAYOUT.hf_home}: {', '.join(ids)}")
-    return Runner(
-        venv, LAYOUT.fixtures, LAYOUT.hf_home, selection.excluded, LAYOUT.logs
-    )
+    excluded = Selection.load(LAYOUT.selection).excluded
+    return Runner(venv, LAYOUT.fixtures, LAYOUT.hf_home, excluded, LAYOUT.logs)

@@ -9,17 +9,15 @@ import importlib.util
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from forktool.layout import LAYOUT
 from forktool.pins import Pins, uv_cached
 from forktool.process import ForkToolError
-from forktool.venv import python
 
 
-@dataclass(frozen=True)
-class Program:
+class Program(NamedTuple):
     name: str
     """What to install, as the README names it."""
     present: Callable[[], bool]
@@ -30,35 +28,27 @@ def on_path(name: str) -> Callable[[], bool]:
     return lambda: shutil.which(name) is not None
 
 
-def _module(name: str) -> Callable[[], bool]:
-    return lambda: importlib.util.find_spec(name) is not None
-
-
 GIT = Program("git", on_path("git"), "the fork and every command")
 BASH = Program("bash", on_path("bash"), "vLLM's pre-commit hooks, the tool's tests")
 PIP = Program(
-    f"pip for {sys.executable}", _module("pip"), "installing uv into the cache"
+    f"pip for {sys.executable}",
+    lambda: importlib.util.find_spec("pip") is not None,
+    "installing uv into the cache",
 )
 
 
-def _python(version: str) -> Program:
-    """The Python the venv is made with: this one, or one uv finds on PATH."""
-    running = ".".join(map(str, sys.version_info[:2]))
-
-    def found() -> bool:
-        return running == version or shutil.which(f"python{version}") is not None
-
-    return Program(f"Python {version} (python{version})", found, "the venv")
-
-
 def for_setup(pins: Pins, venv: Path = LAYOUT.venv) -> list[Program]:
-    """git; pip while the cache lacks uv; the pinned Python while there is no venv."""
-    needs = [GIT]
-    if not uv_cached(pins):
-        needs.append(PIP)
-    if not Path(python(venv)).exists():
-        needs.append(_python(pins.python))
-    return needs
+    """git; pip while the cache lacks uv; the pinned Python while there is no
+    venv (this one, or one uv finds on PATH)."""
+    running = ".".join(map(str, sys.version_info[:2]))
+    version = pins.python
+    python = Program(
+        f"Python {version} (python{version})",
+        lambda: running == version or shutil.which(f"python{version}") is not None,
+        "the venv",
+    )
+    made = (venv / "bin" / "python").exists()
+    return [GIT, *([] if uv_cached(pins) else [PIP]), *([] if made else [python])]
 
 
 def for_test(
@@ -71,8 +61,7 @@ def for_test(
 
 def require(command: str, needs: list[Program]) -> None:
     """Refuse, naming every program in `needs` this machine lacks."""
-    missing = [program for program in needs if not program.present()]
-    if missing:
+    if missing := [program for program in needs if not program.present()]:
         names = "; ".join(f"{p.name}, for {p.used_for}" for p in missing)
         raise ForkToolError(
             f"`{command}` needs what this machine lacks: {names}. Install "

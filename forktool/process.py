@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from email.utils import parseaddr
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 
 # The errors the CLI turns into a message and an exit status.
@@ -62,33 +62,20 @@ def inherited() -> tuple[int, ...]:
     return () if _held is None else (_held,)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _holder(fd: int) -> dict | None:
-    os.lseek(fd, 0, os.SEEK_SET)
-    text = os.read(fd, 4096).decode(errors="replace")
+    """Who holds or last held the lock, as its file names them."""
     try:
-        return json.loads(text) if text.strip() else None
+        return json.loads(os.pread(fd, 4096, 0) or "null")
     except ValueError:
         return None
 
 
 def _busy(path: Path, holder: dict | None) -> ForkToolError:
-    who = (
-        f"`python3 -m forktool {holder['command']}` (pid {holder['pid']}"
-        + ("" if _alive(holder["pid"]) else ", ended; a git command it started runs on")
-        + ")"
-        if holder
-        else "another command"
-    )
+    who = "another command"
+    if holder:
+        pid, gone = holder["pid"], not Path(f"/proc/{holder['pid']}").exists()
+        ended = ", ended; a git command it started runs on" if gone else ""
+        who = f"`python3 -m forktool {holder['command']}` (pid {pid}{ended})"
     return ForkToolError(
         f"{who} is working in this clone, so this command changed nothing "
         f"(waited {WAIT_S:.0f} s for {path}). Run it again once that one ends."
@@ -105,9 +92,8 @@ def hold(path: Path, command: str, wait: float = WAIT_S) -> Iterator[None]:
         yield
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + wait
+    with os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o644), "r+b") as file:
+        fd, deadline = file.fileno(), time.monotonic() + wait
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -116,8 +102,7 @@ def hold(path: Path, command: str, wait: float = WAIT_S) -> Iterator[None]:
                 if time.monotonic() >= deadline:
                     raise _busy(path, _holder(fd)) from None
                 time.sleep(0.05)
-        left = _holder(fd)
-        if left:
+        if left := _holder(fd):
             print(
                 f"`python3 -m forktool {left['command']}` (pid {left['pid']}) ended "
                 "without finishing; this command takes over its lock and finishes "
@@ -132,24 +117,12 @@ def hold(path: Path, command: str, wait: float = WAIT_S) -> Iterator[None]:
         finally:
             os.ftruncate(fd, 0)
             _held = None
-    finally:
-        os.close(fd)
 
 
 # Running programs.
 Cmd = Sequence[str | Path]
 TAIL = 20
 """The lines of a failed command's output an error shows."""
-
-
-def _shown(cmd: Cmd) -> str:
-    return shlex.join(str(arg) for arg in cmd)
-
-
-def _missing(cmd: Cmd, e: OSError) -> ForkToolError:
-    return ForkToolError(f"cannot run `{_shown(cmd)}`: {e.strerror or e}")
-
-
 SIGNALS = {
     signal.SIGXFSZ: "a file size limit (ulimit -f) stopped it writing a file: "
     "raise it (`ulimit -f unlimited`), then run the command again",
@@ -157,6 +130,10 @@ SIGNALS = {
     signal.SIGSEGV: "it crashed",
     signal.SIGBUS: "it crashed (a full disk under a mapped file?)",
 }
+
+
+def _missing(cmd: Cmd, e: OSError) -> ForkToolError:
+    return ForkToolError(f"cannot run `{shlex.join(map(str, cmd))}`: {e.strerror or e}")
 
 
 def killed(status: int) -> str:
@@ -173,14 +150,23 @@ def killed(status: int) -> str:
 
 
 def failure(
-    cmd: Cmd, status: int, output: str = "", cwd: Path | None = None
+    cmd: Cmd,
+    status: int,
+    output: str | bytes = "",
+    cwd: Path | None = None,
+    hint: str = "",
 ) -> ForkToolError:
-    """The error for `cmd` exiting with `status`, with the end of its output."""
+    """The error for `cmd` exiting with `status`, with the end of its output;
+    `hint` says what it left behind."""
+    if isinstance(output, bytes):
+        output = output.decode(errors="replace")
     where = f" in {cwd}" if cwd is not None else ""
     tail = "\n".join(output.strip().splitlines()[-TAIL:])
-    said = f":\n{tail}" if tail else ""
     how = killed(status) or f"exit status {status}"
-    return ForkToolError(f"`{_shown(cmd)}` failed ({how}){where}{said}")
+    said = f":\n{tail}" if tail else ""
+    return ForkToolError(
+        f"`{shlex.join(map(str, cmd))}` failed ({how}{hint}){where}{said}"
+    )
 
 
 def run(
@@ -192,41 +178,24 @@ def run(
     capture: bool = True,
     binary: bool = False,
     input: str | bytes | None = None,
-    stdout: int | IO[Any] | None = None,
-    stderr: int | IO[Any] | None = None,
-    pass_fds: Sequence[int] = (),
-    timeout: float | None = None,
+    **outputs: Any,
 ) -> subprocess.CompletedProcess[Any]:
     """Run `cmd` to its end; with `check`, a non-zero exit status is an error.
 
     `env` replaces the environment (None: this one's); `capture` keeps its
-    output (text unless `binary`), otherwise it goes where `stdout` and
-    `stderr` say (None: this process's).
+    output (text unless `binary`), otherwise it goes where the `stdout` and
+    `stderr` keywords say (None: this process's); `pass_fds` too is Popen's.
     """
-    args = [str(arg) for arg in cmd]
-    outputs = (
-        {"capture_output": True} if capture else {"stdout": stdout, "stderr": stderr}
-    )
     try:
         result = subprocess.run(
-            args,
-            cwd=cwd,
-            env=env,
-            input=input,
-            text=not binary,
-            pass_fds=pass_fds,
-            timeout=timeout,
-            **outputs,
-        )
+            [str(arg) for arg in cmd], cwd=cwd, env=env, input=input,
+            text=not binary, capture_output=capture, **outputs,
+        )  # fmt: skip
     except OSError as e:
         raise _missing(cmd, e) from e
-    except subprocess.TimeoutExpired as e:
-        raise ForkToolError(f"`{_shown(cmd)}` ran past {timeout} s") from e
     if check and result.returncode != 0:
-        said = result.stderr or result.stdout if capture else ""
-        if isinstance(said, bytes):
-            said = said.decode(errors="replace")
-        raise failure(cmd, result.returncode, said or "", Path(cwd) if cwd else None)
+        said = (result.stderr or result.stdout) if capture else ""
+        raise failure(cmd, result.returncode, said, Path(cwd) if cwd else None)
     return result
 
 
@@ -241,15 +210,12 @@ def start(cmd: Cmd, **popen: Any) -> subprocess.Popen[Any]:
 def tee(cmd: Cmd, cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run `cmd`, printing its output (stderr too) as it comes; return its
     exit status and that output."""
-    proc = start(
-        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    assert proc.stdout is not None
+    out = subprocess.PIPE
+    proc = start(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
     lines = []
-    for raw in proc.stdout:
-        line = raw.decode(errors="replace")
-        print(line, end="", flush=True)
-        lines.append(line)
+    for raw in proc.stdout or ():
+        lines.append(raw.decode(errors="replace"))
+        print(lines[-1], end="", flush=True)
     return proc.wait(), "".join(lines)
 
 
@@ -287,43 +253,34 @@ def git(
     """`git -C repo args` (just `git args` without a repository), captured.
 
     `env` is added to the environment; `binary` keeps input and output bytes.
+    A failure is `failure`'s error for `git args`.
     """
-    at = ["-C", str(repo)] if repo is not None else []
-    cmd = ["git", *at, *NEUTRAL, *args]
+    cmd = ["git", *(["-C", str(repo)] if repo is not None else []), *NEUTRAL, *args]
     if os.environ.get("FORKTOOL_TRACE_GIT"):
-        shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
-        print(f"+ {shown}{' ' if shown else ''}{shlex.join(cmd)}", file=sys.stderr)
-    result = run(
-        cmd,
-        env=environ(**(env or {})),
-        check=False,
-        binary=binary,
-        input=input,
-        pass_fds=inherited(),
-    )
+        shown = "".join(f"{k}={shlex.quote(v)} " for k, v in (env or {}).items())
+        print(f"+ {shown}{shlex.join(cmd)}", file=sys.stderr)
+    result = run(cmd, env=environ(**(env or {})), check=False, binary=binary,
+                 input=input, pass_fds=inherited())  # fmt: skip
     if check and result.returncode != 0:
-        where = f" in {repo}" if repo is not None else ""
-        stderr = result.stderr.decode() if binary else result.stderr
-        failed = f"git {' '.join(args)} failed{where}:"
-        # Killed by a signal (a file size limit, ...), git says nothing: say why.
-        if how := killed(result.returncode):
-            failed += f" {how}"
-            lock = Path(repo or ".", ".git", "index.lock")
-            if lock.exists():
-                failed += f"; it left {lock}: delete it once no git runs there"
-        raise ForkToolError(f"{failed}\n{stderr.strip()}".rstrip())
+        # Killed by a signal (a file size limit, ...), git may leave its lock.
+        lock = Path(repo or ".", ".git", "index.lock")
+        left = result.returncode < 0 and lock.exists()
+        hint = f"; it left {lock}: delete it once no git runs there" if left else ""
+        raise failure(
+            ["git", *args],
+            result.returncode,
+            result.stderr or result.stdout,
+            repo,
+            hint,
+        )
     return result
 
 
 def identity(author: str) -> dict[str, str]:
     """The environment that makes `author` the author and committer."""
     name, email = parseaddr(author)
-    return {
-        "GIT_AUTHOR_NAME": name,
-        "GIT_AUTHOR_EMAIL": email,
-        "GIT_COMMITTER_NAME": name,
-        "GIT_COMMITTER_EMAIL": email,
-    }
+    return {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+            for what, value in (("NAME", name), ("EMAIL", email))}  # fmt: skip
 
 
 def subject(repo: Path, commit: str) -> str:

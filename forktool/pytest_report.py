@@ -57,12 +57,6 @@ def _crash(longrepr: Any) -> tuple[str, str]:
     return message, "\n".join(lines[-TAIL_LINES:])
 
 
-def _skip_reason(longrepr: Any) -> str:
-    if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2]).removeprefix("Skipped: ")
-    return str(longrepr or "")
-
-
 class Reporter:
     def __init__(self, out: IO[str]) -> None:
         self.out = out
@@ -84,9 +78,14 @@ class Reporter:
             exception = getattr(report, "forktool_exception", "")
             record.update(message=message, exception=exception, tail=tail)
         elif report.skipped:
+            why = report.longrepr
+            why = why[2] if isinstance(why, tuple) and len(why) == 3 else why or ""
             xfail = getattr(report, "wasxfail", None)
-            reason = f"xfail: {xfail}" if xfail is not None else ""
-            record["message"] = reason or _skip_reason(report.longrepr)
+            record["message"] = (
+                f"xfail: {xfail}"
+                if xfail is not None
+                else str(why).removeprefix("Skipped: ")
+            )
         self._write(event="report", **record)
 
     @pytest.hookimpl(hookwrapper=True)

@@ -1,26 +1,28 @@
 """Run pytest for the tool: vLLM's tests from a fork tree on a CPU-only
-machine, offline, and this repository's own tests.
+machine, offline, and this repository's own tests; what a run did.
 
 The selection lives in upstream-tests.toml. Every run loads the plugin
 forktool/pytest_report.py, which writes each test's outcome as JSON lines
 (pytest's own node ids, each failure's exception and crash message); the
 runner prints a progress line from them while pytest runs (its output goes
-to a log in build/logs/) and reads the outcomes from them at the end; and
-forktool/pytest_affinity.py, which gives each test the CPUs the run started
-with. Outcomes of vLLM's tests are cached by the tested tree's git tree id: a
-clean tree with the same content, arguments, fixtures and venv cannot give
-another result.
+to a log in build/logs/) and reads the outcomes (`Result`) from them at the
+end; and forktool/pytest_affinity.py, which gives each test the CPUs the run
+started with. Outcomes of vLLM's tests are cached by the tested tree's git
+tree id: a clean tree with the same content, arguments, fixtures and venv
+cannot give another result.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shlex
 import subprocess
 import time
-from dataclasses import dataclass, replace
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +30,97 @@ from forktool import process
 from forktool.layout import LAYOUT
 from forktool.pins import cache_dir
 from forktool.process import ForkToolError, git
-from forktool.pytest_outcomes import Progress, Result, read_report
 from forktool.venv import compiling_once, python, venv_id
 
 PROGRESS_EVERY = 20.0
 """Seconds between progress lines while a selection runs."""
 ROOT = Path(__file__).resolve().parents[1]
-"""This repository, which holds the plugin (forktool/pytest_report.py)."""
-PLUGIN = ("-p", "forktool.pytest_report")
-AFFINITY = ("-p", "forktool.pytest_affinity")
+"""This repository, which holds the plugins."""
 CACHE_FORMAT = "report-3"
 """Part of each cached outcome's key: a new format of Result, or a new way
 of running the tests (report-2: pytest_affinity; report-3: test_env's
 bytecode prefix and humming's builds off), a new key."""
+OUTCOMES = ("passed", "failed", "error", "skipped")
+
+
+@dataclass
+class Result:
+    outcomes: dict[str, str] = field(default_factory=dict)  # node id -> OUTCOMES
+    # Node id -> skip reason or failure (crash) message.
+    reasons: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    cached: bool = False
+    # Failed or errored node id -> its exception's type, as pytest caught it.
+    exception_types: dict[str, str] = field(default_factory=dict)
+    # Failed or errored node id -> the last lines of its traceback.
+    tails: dict[str, str] = field(default_factory=dict)
+
+    def counts(self) -> Counter[str]:
+        return Counter(self.outcomes.values())
+
+    def counted(self) -> str:
+        c = self.counts()
+        return ", ".join(f"{c[o]} {o}" for o in OUTCOMES if c[o]) or "nothing ran"
+
+    def summary(self) -> str:
+        how = "cached" if self.cached else f"{self.seconds:.0f} s"
+        return f"{self.counted()} ({how})"
+
+    def with_outcome(self, *outcomes: str) -> list[str]:
+        return sorted(t for t, o in self.outcomes.items() if o in outcomes)
+
+    def exceptions(self) -> dict[str, str]:
+        """Each failed or errored test's exception type ("" when unknown)."""
+        failing = self.with_outcome("failed", "error")
+        return {t: self.exception_types.get(t, "") for t in failing}
+
+    def update(self, other: Result) -> None:
+        """Add `other`'s tests (another pytest run) to these."""
+        for name in ("outcomes", "reasons", "exception_types", "tails"):
+            getattr(self, name).update(getattr(other, name))
+
+    @classmethod
+    def of(cls, records: list[dict[str, Any]], seconds: float = 0.0) -> Result:
+        """From the plugin's reports: each phase (setup, call, teardown) of a
+        test, or a collection error. A failure outside the call is an error;
+        a failure is kept over what a later phase says."""
+        result = cls(seconds=seconds)
+        for r in records:
+            if r.get("event") != "report":
+                continue
+            test, when, outcome = r["nodeid"], r["when"], r["outcome"]
+            if result.outcomes.get(test) in ("failed", "error"):
+                continue
+            if outcome == "failed":
+                result.outcomes[test] = "failed" if when == "call" else "error"
+                result.reasons[test] = r.get("message", "")
+                result.exception_types[test] = r.get("exception", "")
+                result.tails[test] = r.get("tail", "")
+            elif when == "call" or outcome == "skipped":
+                result.outcomes[test] = outcome
+                if r.get("message"):
+                    result.reasons[test] = r["message"]
+        return result
+
+
+def read_report(path: Path) -> list[dict[str, Any]]:
+    """The plugin's records so far; a line still being written is left out."""
+    records = []
+    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+    for line in lines:
+        with contextlib.suppress(json.JSONDecodeError):
+            records.append(json.loads(line))
+    return records
+
+
+def progress(records: list[dict[str, Any]], seconds: float) -> str:
+    """How far a run has come, from the plugin's records so far."""
+    result = Result.of(records)
+    total = [f"/{r['count']}" for r in records if r.get("event") == "collected"]
+    failed = len(result.with_outcome("failed", "error"))
+    minutes, rest = divmod(int(seconds), 60)
+    done = f"{len(result.outcomes)}{''.join(total[:1])} tests done"
+    return f"{done}, {failed} failed, {minutes} min {rest:02d} s"
 
 
 def test_env(hf_home: Path, pycache: Path = LAYOUT.pycache) -> dict[str, str]:
@@ -63,7 +143,7 @@ def test_env(hf_home: Path, pycache: Path = LAYOUT.pycache) -> dict[str, str]:
 
 
 def report_env(env: dict[str, str]) -> dict[str, str]:
-    """`env` with this repository last on PYTHONPATH, for the plugin: after
+    """`env` with this repository last on PYTHONPATH, for the plugins: after
     the tree pytest runs in (`python -m pytest` puts it first) and after
     what PYTHONPATH held already."""
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -73,7 +153,8 @@ def report_env(env: dict[str, str]) -> dict[str, str]:
 def report_args(path: Path) -> list[str]:
     """pytest's arguments that load the plugins: the one writing its report
     to `path`, and the one giving each test the CPUs the run started with."""
-    return [*PLUGIN, f"--forktool-report={path}", *AFFINITY]
+    report = ["-p", "forktool.pytest_report", f"--forktool-report={path}"]
+    return [*report, "-p", "forktool.pytest_affinity"]
 
 
 @dataclass
@@ -100,9 +181,9 @@ class Session:
 def run_pytest(
     cmd: list[str], cwd: Path, env: dict[str, str], log: Path, label: str
 ) -> Session:
-    """Run `cmd` (python -m pytest ...) with the plugin, its output to `log`
-    and its report beside it (`.jsonl`: each test's outcome and duration), a
-    progress line every PROGRESS_EVERY seconds."""
+    """Run `cmd` (python -m pytest ...) with the plugins, its output to `log`
+    and its report next to it (`.jsonl`), a progress line every
+    PROGRESS_EVERY seconds."""
     log.parent.mkdir(parents=True, exist_ok=True)
     report = log.with_suffix(".jsonl")
     with log.open("w") as out:
@@ -119,17 +200,9 @@ def run_pytest(
                 status = proc.wait(timeout=PROGRESS_EVERY)
                 break
             except subprocess.TimeoutExpired:
-                progress = Progress.of(read_report(report))
-                seconds = time.monotonic() - start
-                print(f"[{label}] {progress.line(seconds)}", flush=True)
+                said = progress(read_report(report), time.monotonic() - start)
+                print(f"[{label}] {said}", flush=True)
         return Session(status, read_report(report), log, time.monotonic() - start)
-
-
-def tree_id(tree: Path) -> str | None:
-    """The tree's content id, or None when uncommitted changes make it unknown."""
-    if git(tree, "status", "--porcelain").stdout:
-        return None
-    return git(tree, "rev-parse", "HEAD^{tree}").stdout.strip()
 
 
 def _digest(*roots: Path) -> str:
@@ -161,25 +234,18 @@ class Runner:
         inputs: tuple[Path, ...] = (),
     ) -> Path | None:
         """Where the outcome of `kind` on this clean tree is kept; None if dirty.
-
-        `inputs` are files outside the tree that the run reads (fork_tests/).
-        """
-        content = tree_id(tree)
-        if content is None:
+        `inputs` are files outside the tree that the run reads (fork_tests/)."""
+        if git(tree, "status", "--porcelain").stdout:  # its content is unknown
             return None
-        key = json.dumps(
-            [
-                CACHE_FORMAT,
-                kind,
-                content,
-                args,
-                self.excluded,
-                _digest(self.fixtures, *inputs),
-                venv_id(self.venv),
-            ]
+        content = git(tree, "rev-parse", "HEAD^{tree}").stdout.strip()
+        inputs_id = _digest(self.fixtures, *inputs)
+        key = [CACHE_FORMAT, kind, content, args, self.excluded, inputs_id]
+        text = json.dumps([*key, venv_id(self.venv)])
+        return (
+            cache_dir()
+            / "results"
+            / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
         )
-        digest = hashlib.sha256(key.encode()).hexdigest()
-        return cache_dir() / "results" / f"{digest}.json"
 
     def arguments(self, tree: Path, args: tuple[str, ...]) -> list[str]:
         """pytest's arguments (after `python -m pytest`) for `args` in `tree`."""
@@ -238,7 +304,7 @@ class Runner:
         """
         cached = self._cached("run", tree, args, inputs)
         if cached and cached.exists():
-            return Result(**json.loads(cached.read_text()), cached=True)
+            return Result(**{**json.loads(cached.read_text()), "cached": True})
         session = self._pytest(tree, (*args, "-v", "-rfE"), label)
         result = session.result()
         if not result.outcomes:
@@ -251,7 +317,7 @@ class Runner:
         unexpected = [test for test in failed if not test.startswith(expected)]
         if cached and result.outcomes and not unexpected:
             cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_text(json.dumps(result.data()))
+            cached.write_text(json.dumps(asdict(result)))
         return result
 
     def command(self, args: tuple[str, ...]) -> str:
@@ -271,14 +337,12 @@ def failures(result: Result, most: int | None = None, tails: bool = False) -> st
         word = "FAILED" if result.outcomes[test] == "failed" else "ERROR"
         message = result.reasons.get(test, "").strip().partition("\n")[0]
         lines.append(f"{word} {test} - {message}" if message else f"{word} {test}")
-        tail = result.tails.get(test, "")
-        if tails and tail:
-            lines += [f"    {line}" for line in tail.splitlines()]
+        if tails and result.tails.get(test):
+            lines += [f"    {line}" for line in result.tails[test].splitlines()]
     if most is not None and len(failing) > most:
         lines.append(f"({len(failing) - most} more failing tests)")
     # The run's own time, cached or not: the evidence is of that run.
-    ran = replace(result, cached=False).summary()
-    return "\n".join([*lines, ran])
+    return "\n".join([*lines, f"{result.counted()} ({result.seconds:.0f} s)"])
 
 
 def excerpt(runner: Runner, result: Result, args: tuple[str, ...], **how: Any) -> str:

@@ -13,10 +13,8 @@ class Operation(Enum):
     """A git operation stopped in the fork: what, how to finish, how to abort."""
 
     INTERACTIVE_REBASE = (
-        "an interactive rebase (`git rebase -i`)",
-        "rebase --continue",
-        "rebase --abort",
-    )
+        "an interactive rebase (`git rebase -i`)", "rebase --continue", "rebase --abort"
+    )  # fmt: skip
     REBASE = "a rebase", "rebase --continue", "rebase --abort"
     AM = "a `git am`", "am --continue", "am --abort"
     REVERT = "a `git revert`", "revert --continue", "revert --abort"
@@ -73,8 +71,8 @@ def ensure_safe(fork: Path, command: str) -> None:
         )
 
 
+# The fork's branch, as `base.create_base` makes it: the series.
 BRANCH = "main"
-"""The fork's branch, as `base.create_base` makes it: the series."""
 
 
 def _ensure_on_branch(fork: Path, command: str) -> None:

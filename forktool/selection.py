@@ -11,41 +11,34 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Selection:
+    # Name -> pytest arguments, upstream's own CPU job for the touched code.
     runs: dict[str, tuple[str, ...]]
-    """Name -> pytest arguments, upstream's own CPU job for the touched code."""
-    regression: tuple[str, ...]
-    """pytest arguments selecting the tests that pin the series' behaviour."""
+    regression: tuple[str, ...]  # selects the tests that pin the series' behaviour
+    # This repository's own tests of the fork (paths under it), run from each
+    # tree of the regression matrix like the regression selection.
     fork_tests: tuple[str, ...]
-    """This repository's own tests of the fork (paths under it), run from
-    each tree of the regression matrix like the regression selection."""
-    fails_on_base: frozenset[str]
-    """Regression tests that must fail on the pristine base's code."""
-    gpu_only: tuple[str, ...]
-    """pytest arguments selecting GPU-only tests that must skip here."""
-    excluded: dict[str, str]
-    """Test node id -> why it cannot run on this machine."""
+    fails_on_base: frozenset[str]  # regression tests that must fail on the base
+    gpu_only: tuple[str, ...]  # selects GPU-only tests that must skip here
+    excluded: dict[str, str]  # test node id -> why it cannot run on this machine
+    # Node ids (or prefixes) of upstream tests the series edits for what it
+    # renames: they cannot run on the base's code, which the matrix does not
+    # judge them on.
     not_on_base: tuple[str, ...] = ()
-    """Node ids (or prefixes) of upstream tests the series edits for what it
-    renames: they cannot run on the base's code, which the matrix does not
-    judge them on."""
+    # Fork test node id (or its prefix) -> the subject of the patch it guards:
+    # the matrix does not judge it at the patches before that one.
     fork_tests_from: dict[str, str] = field(default_factory=dict)
-    """Fork test node id (or its prefix) -> the subject of the patch it guards:
-    the matrix does not judge it at the patches before that one."""
 
     @classmethod
     def load(cls, path: Path) -> Selection:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
+        data = tomllib.loads(path.read_text())
+        regression = data["regression"]
         return cls(
-            runs={r["name"]: tuple(r["args"]) for r in data["run"]},
-            regression=tuple(data["regression"]["args"]),
-            fork_tests=tuple(data["regression"].get("fork_tests", ())),
-            fails_on_base=frozenset(data["regression"]["fails_on_base"]),
-            gpu_only=tuple(data["gpu_only"]["args"]),
-            excluded={e["test"]: e["reason"] for e in data.get("exclude", [])},
-            not_on_base=tuple(data["regression"].get("not_on_base", ())),
-            fork_tests_from={
-                e["test"]: e["patch"]
-                for e in data["regression"].get("fork_tests_from", [])
-            },
+            {r["name"]: tuple(r["args"]) for r in data["run"]},
+            tuple(regression["args"]),
+            tuple(regression.get("fork_tests", ())),
+            frozenset(regression["fails_on_base"]),
+            tuple(data["gpu_only"]["args"]),
+            {e["test"]: e["reason"] for e in data.get("exclude", [])},
+            tuple(regression.get("not_on_base", ())),
+            {e["test"]: e["patch"] for e in regression.get("fork_tests_from", [])},
         )

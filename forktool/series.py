@@ -1,15 +1,19 @@
-"""patches/series: the ordered list of patch files."""
+"""The series files in and out: patches/series, the ordered list of patch
+files, read and written; each patch file described for the comparison of
+fork and series; the fork's commits written as `git format-patch` output;
+the paths a series of patch files reads or writes."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+import tempfile
 from dataclasses import dataclass
 from email.errors import HeaderParseError
 from email.header import decode_header, make_header
 from pathlib import Path
 
-from forktool.process import ForkToolError, git
+from forktool.process import ISOLATED, SERIES, ForkToolError, git
 
 HEADER = "# Applied in order on the pinned base by `python3 -m forktool sync`.\n"
 
@@ -73,37 +77,37 @@ def _names(series: Path) -> list[str]:
 CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7}|\|{7})(?: |$)", re.M)
 
 
+def _conflict_line(text: str) -> int | None:
+    """The line of git's first conflict marker in `text`, if it has one."""
+    found = CONFLICT_MARKER.search(text)
+    return None if found is None else text.count("\n", 0, found.start()) + 1
+
+
 def _refuse_merge_conflict(series: Path) -> None:
     """A merge of patches/ that git left unresolved: both sides' lists, with
     git's conflict markers, are in the file."""
-    text = series.read_text()
-    markers = [m.start() for m in CONFLICT_MARKER.finditer(text)]
-    if not markers:
-        return
-    line = text.count("\n", 0, markers[0]) + 1
-    raise ForkToolError(
-        f"{series} holds an unresolved merge (git's conflict markers, from line "
-        f"{line}): resolve it first, keeping each side's patches that should stay, "
-        "each once, in the order to apply them, and no marker lines; then "
-        f"`git add {series}` and run the command again."
-    )
+    line = _conflict_line(series.read_text())
+    if line is not None:
+        raise ForkToolError(
+            f"{series} holds an unresolved merge (git's conflict markers, from "
+            f"line {line}): resolve it first, keeping each side's patches that "
+            "should stay, each once, in the order to apply them, and no marker "
+            f"lines; then `git add {series}` and run the command again."
+        )
 
 
 def _refuse_merged_patch(patch: Path) -> None:
     """A patch file git left with conflict markers: merged as text, it no
     longer applies; the fork is where two versions of a patch are merged."""
-    text = patch.read_bytes().decode(errors="replace")
-    found = CONFLICT_MARKER.search(text)
-    if found is None:
-        return
-    line = text.count("\n", 0, found.start()) + 1
-    raise ForkToolError(
-        f"{patch} holds an unresolved merge (git's conflict markers, from line "
-        f"{line}). Merge a patch in the fork, not as text: take one side with "
-        f"`git checkout --ours -- {patch}` (or --theirs), run `python3 -m "
-        "forktool sync`, make the other side's change in build/vllm, `python3 -m "
-        "forktool export`, then `git add patches/` and commit the merge."
-    )
+    line = _conflict_line(patch.read_bytes().decode(errors="replace"))
+    if line is not None:
+        raise ForkToolError(
+            f"{patch} holds an unresolved merge (git's conflict markers, from line "
+            f"{line}). Merge a patch in the fork, not as text: take one side with "
+            f"`git checkout --ours -- {patch}` (or --theirs), run `python3 -m "
+            "forktool sync`, make the other side's change in build/vllm, `python3 "
+            "-m forktool export`, then `git add patches/` and commit the merge."
+        )
 
 
 def write_series(patches: Path, names: list[str]) -> None:
@@ -116,11 +120,11 @@ class PatchInfo:
 
     name: str
     subject: str
+    # The header (author, date, message) and `git patch-id --stable`: what a patch is,
+    # whatever its number or the blob ids of its parent.
     fingerprint: str
-    """The header (author, date, message) and `git patch-id --stable`: what
-    a patch is, whatever its number or the blob ids of its parent."""
+    # The paths its diff names (both sides of a rename).
     files: frozenset[str] = frozenset()
-    """The paths its diff names (both sides of a rename)."""
 
 
 def describe(path: Path, data: bytes | None = None) -> PatchInfo:
@@ -151,3 +155,44 @@ def _subject(header: str) -> str:
         except (LookupError, ValueError, HeaderParseError):
             pass  # not RFC 2047 after all: the text as written
     return subject.removeprefix("[PATCH] ").strip()
+
+
+FORMAT_PATCH = [
+    "format-patch",
+    "--no-signature",  # no trailing git version
+    "--zero-commit",  # commit ids change whenever the fork is rebuilt
+    "--no-numbered",  # "[PATCH]": adding a patch leaves the others unchanged
+    "--full-index",  # abbreviated ids grow with the repository
+    "--stat=80",
+]
+
+
+def format_patches(fork: Path, out: Path, *revs: str) -> list[Path]:
+    """Write the fork's commits `revs` (those since `base`) as normalised
+    patch files."""
+    revs = revs or (SERIES,)
+    result = git(fork, *FORMAT_PATCH, "-o", str(out), *revs, env=ISOLATED)
+    return [Path(line) for line in result.stdout.splitlines()]
+
+
+def fork_patches(fork: Path, *revs: str) -> list[PatchInfo]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return [describe(path) for path in format_patches(fork, Path(tmp), *revs)]
+
+
+_PATHS = re.compile(
+    r"^(?:diff --git a/(.*) b/|(?:rename|copy) (?:from|to) )(.*)$", re.M
+)
+
+
+def touched(patches: list[Path]) -> set[str] | None:
+    """Every path the patches read or write, from their diff headers (pure
+    renames, which have no `index` line, included); None when a header quotes
+    its paths (git does for unusual names), which are then not parsed."""
+    found: set[str] = set()
+    for patch in patches:
+        text = patch.read_text(errors="replace")
+        if re.search(r'^diff --git "', text, re.M):
+            return None
+        found |= {path for pair in _PATHS.findall(text) for path in pair if path}
+    return found

@@ -1,7 +1,7 @@
 """sync: the series brought into the fork, patch by patch.
 
-forktool.base and forktool.am make and rebuild the fork; `sync` refuses, by where the
-fork stands (forktool.standing), whatever would drop work. It applies the
+forktool.apply makes and rebuilds the fork; `sync` refuses, by where the
+fork stands (forktool.status), whatever would drop work. It applies the
 series where nobody looks and moves the fork in one step (forktool.journal),
 so a killed sync leaves the fork as it was or as the sync made it. Its
 counterpart, forktool.export, writes the fork back to patches/.
@@ -12,22 +12,18 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parseaddr
 from pathlib import Path
 
-from forktool import journal, port
+from forktool import journal
 from forktool.advice import SYNCED, linearise, refusal
-from forktool.am import apply
-from forktool.base import create_base
-from forktool.patch_files import fork_patches, touched
+from forktool.apply import apply, create_base, head_subject, missing
 from forktool.process import BASE_TAG, ConflictError, ForkToolError, git, subject
 from forktool.safety import ensure_safe
-from forktool.series import PatchInfo, describe, read_series
-from forktool.standing import (
+from forktool.series import PatchInfo, describe, fork_patches, read_series, touched
+from forktool.status import (
     Entry,
-    Refusal,
     Standing,
     State,
     compare,
@@ -47,20 +43,6 @@ def _backup_name(fork: Path) -> str:
     return name
 
 
-@dataclass
-class Plan:
-    """Where a sync applies the series: on `start`, after the patches `kept`
-    records (`local`: some hold changes not exported yet)."""
-
-    start: str
-    kept: list[Entry]
-    local: bool = False
-    backup: str | None = None
-    """A branch to keep the fork's commits on."""
-    base: str | None = None
-    """A new base commit."""
-
-
 def _entries(
     series: list[PatchInfo], kept: list[Entry], have: list[PatchInfo]
 ) -> list[Entry]:
@@ -70,49 +52,6 @@ def _entries(
         Entry(s.subject, s.fingerprint, have[i].fingerprint if i < len(have) else None)
         for i, s in enumerate(series[len(kept) :], len(kept))
     ]
-
-
-def _apply_series(
-    fork: Path,
-    paths: list[Path],
-    series: list[PatchInfo],
-    plan: Plan,
-    author: str,
-    log: Path,
-    generated: tuple[str, ...],
-) -> None:
-    """Apply the series after its first len(plan.kept) patches in a staging
-    worktree, then move the fork there in one step, also when a patch does
-    not apply (to the last good commit; the error follows)."""
-    m = len(plan.kept)
-    head = git(fork, "rev-parse", "HEAD").stdout.strip()
-    stage = journal.begin(fork, plan.start, touched(paths[m:]))
-    error = None
-    try:
-        apply(stage, paths[m:], author, log, m + 1, shown=fork, env=journal.SPARSE)
-    except ForkToolError as e:
-        error = e
-    since = plan.base or BASE_TAG
-    entries = _entries(series, plan.kept, fork_patches(stage, since))
-    target = git(stage, "rev-parse", "HEAD").stdout.strip()
-    move = journal.Move(
-        head, target, entries, error is None and not plan.local, plan.backup,
-        plan.base, list(generated) if plan.base else [],
-    )  # fmt: skip
-    journal.commit_sync(fork, move)
-    if error:
-        raise error
-
-
-def _lacking(fork: Path, paths: list[Path], selection: Path | None) -> str:
-    """A note on the paths the series names that the fork lacks, if any."""
-    lacking = port.missing(fork, paths, selection)
-    if not lacking:
-        return ""
-    return (
-        f"\n{len(lacking)} paths named for the fork are not in it (port them, or "
-        "drop them where they are named):\n" + "\n".join(lacking)
-    )
 
 
 def save(fork: Path, entries: list[Entry], agreed: bool) -> None:
@@ -155,19 +94,6 @@ def committed_fingerprints(patches_dir: Path, limit: int = 200) -> set[str]:
     return found
 
 
-def _drop_tool_identity(fork: Path, author: str) -> None:
-    """Forks made by earlier versions of this tool set its identity in their
-    config, so people's commits and sign-offs carried it; remove it."""
-    email = git(fork, "config", "--local", "user.email", check=False).stdout.strip()
-    if email and email == parseaddr(author)[1]:
-        for key in ("user.name", "user.email"):
-            git(fork, "config", "--local", "--unset-all", key, check=False)
-        print(
-            f"removed the tool's identity ({author}) from {fork}/.git/config: "
-            "your commits there now carry your own git identity"
-        )
-
-
 def sync(
     fork: Path,
     patches_dir: Path,
@@ -181,32 +107,33 @@ def sync(
 ) -> str:
     """Bring `fork` to base + series without ever dropping work; say what was
     done. `selection` (upstream-tests.toml) names paths the fork must have."""
-    log = log or fork.parent / "logs" / "sync-git-am.log"
     made = (fork / ".git").exists()
     recovered = journal.recover(fork) if made else None
-    paths = read_series(patches_dir)
-    series = [describe(path) for path in paths]
-
-    def run(plan: Plan) -> str:
-        """Apply the series as `plan` says; a note on what the fork lacks."""
-        _apply_series(fork, paths, series, plan, author, log, generated)
-        return _lacking(fork, paths, selection)
-
+    log = log or fork.parent / "logs" / "sync-git-am.log"
+    job = _Sync(fork, read_series(patches_dir), author, base_message, sdist,
+                generated, log, selection)  # fmt: skip
     if not made:
         if fork.exists() and any(fork.iterdir()):
             raise ForkToolError(f"{fork} exists but is not a fork tree; move it away")
-        _materialise(fork, paths, series, author, log, base_message, sdist, generated)
-        lacking = _lacking(fork, paths, selection)
-        return f"materialised {fork}: base + {len(paths)} patches{lacking}"
-
+        job.materialise()
+        return f"materialised {fork}: base + {len(job.paths)} patches{job.lacking()}"
     ensure_safe(fork, "sync")
     merges, empty = unexportable(fork)
     if (merges or empty) and not force:
         raise ForkToolError(linearise(fork, merges, empty, "sync"))
-    _drop_tool_identity(fork, author)
+    email = git(fork, "config", "--local", "user.email", check=False).stdout.strip()
+    if email and email == parseaddr(author)[1]:
+        # Forks made by earlier versions of this tool set its identity in their
+        # config, so people's commits and sign-offs carried it.
+        for key in ("user.name", "user.email"):
+            git(fork, "config", "--local", "--unset-all", key, check=False)
+        print(
+            f"removed the tool's identity ({author}) from {fork}/.git/config: "
+            "your commits there now carry your own git identity"
+        )
     have = fork_patches(fork)
     record = known_record(fork, have, patches_dir)
-    standing = compare(have, series, record)
+    standing = compare(have, job.series, record)
     old_base = git(fork, "log", "-1", "--format=%B", BASE_TAG).stdout
     if old_base.strip() != base_message.strip():
         if standing.of(State.LOCAL, State.BOTH) and not force:
@@ -214,49 +141,22 @@ def sync(
                 f"The pinned base is now {base_message.splitlines()[0]}, and {fork} "
                 f"is still on {subject(fork, BASE_TAG)}; sync rebuilds it on the new "
                 "base once nothing in it is unsaved.\n"
-                + refusal(fork, standing, "sync", len(paths))
+                + refusal(fork, standing, "sync", len(job.paths))
             )
-        done = _move_base(fork, author, base_message, sdist, generated, run)
-    elif undone_export(fork, series, record) and not force:
+        done = job.move_base()
+    elif undone_export(fork, job.series, record) and not force:
         raise ForkToolError(_undone(fork, standing))
     else:
-        done = _sync_same_base(fork, paths, standing, record, force, run)
+        done = job.same_base(standing, record, force)
     return f"{recovered}\n{done}" if recovered else done
-
-
-def _materialise(
-    fork: Path,
-    paths: list[Path],
-    series: list[PatchInfo],
-    author: str,
-    log: Path,
-    base_message: str,
-    sdist: Callable[[], Path],
-    generated: tuple[str, ...],
-) -> None:
-    """Make the fork beside it, then rename it into place: a killed first
-    sync leaves no fork, and the next one starts again."""
-    partial = fork.with_name(f".{fork.name}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    create_base(sdist(), partial, author, base_message, generated)
-    error = None
-    try:
-        apply(partial, paths, author, log, shown=fork)
-    except ForkToolError as e:
-        error = e
-    save(partial, _entries(series, [], fork_patches(partial)), agreed=error is None)
-    os.replace(partial, fork)
-    if error:
-        raise error
 
 
 def _undone(fork: Path, standing: Standing) -> str:
     """Why sync refuses a series put back to what the last export replaced."""
-    commit = git(fork, "log", "-1", "--format=%h %s", "HEAD").stdout.strip()
     return (
         f"patches/ is back to what your last export replaced (`git checkout`, "
         f"`git stash` or `git reset` of patches/ after it?), so it lacks what "
-        f"{fork} has, up to {commit}:\n"
+        f"{fork} has, up to {head_subject(fork)}:\n"
         + "\n".join(
             f"  {patch.name}: as build/vllm has it, not as patches/ has it"
             for item in standing.of(State.BEHIND, State.LOCAL, State.BOTH)
@@ -269,49 +169,152 @@ def _undone(fork: Path, standing: Standing) -> str:
     )
 
 
-def _sync_same_base(fork, paths, standing, record, force, run) -> str:
-    """sync on the pinned base: apply what the series added, or rebuild."""
-    if not standing.changed:
-        entries = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
-        save(fork, entries, agreed=True)
-        return f"{fork} is up to date with the series ({len(paths)} patches)"
-    if force:
-        backup = _backup_name(fork)
-        lacking = run(Plan(BASE_TAG, [], backup=backup))
+class _Sync:
+    """One sync: the series applied onto the fork's base or a new one."""
+
+    def __init__(
+        self, fork: Path, paths: list[Path], author: str, base_message: str,
+        sdist: Callable[[], Path], generated: tuple[str, ...], log: Path,
+        selection: Path | None,
+    ) -> None:  # fmt: skip
+        self.fork, self.paths, self.author, self.log = fork, paths, author, log
+        self.series = [describe(path) for path in paths]
+        self.base_message, self.sdist, self.generated = base_message, sdist, generated
+        self.selection = selection
+
+    def lacking(self) -> str:
+        """A note on the paths the series names that the fork lacks, if any."""
+        lacking = missing(self.fork, self.paths, self.selection)
+        if not lacking:
+            return ""
         return (
-            f"rebuilt {fork} from the series; old commits on branch {backup}{lacking}"
+            f"\n{len(lacking)} paths named for the fork are not in it (port them, "
+            "or drop them where they are named):\n" + "\n".join(lacking)
         )
-    m = standing.applied_prefix(len(paths))
-    if m is not None:
-        kept = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
-        local = standing.of(State.LOCAL)
-        lacking = run(Plan("HEAD", kept, local=bool(local)))
-        text = f"applied {len(paths) - m} patches of the series to {fork}:"
-        text += "".join(
-            f"\n  {p.name}: applied; it was {_why(standing, p.name)}" for p in paths[m:]
+
+    def base(self, where: Path) -> None:
+        """Make the pinned base at `where`, as a fresh clone makes it."""
+        shutil.rmtree(where, ignore_errors=True)
+        create_base(self.sdist(), where, self.author, self.base_message, self.generated)
+
+    def materialise(self) -> None:
+        """Make the fork beside it, then rename it into place: a killed first
+        sync leaves no fork, and the next one starts again."""
+        partial = self.fork.with_name(f".{self.fork.name}.partial")
+        self.base(partial)
+        error = None
+        try:
+            apply(partial, self.paths, self.author, self.log, shown=self.fork)
+        except ForkToolError as e:
+            error = e
+        entries = _entries(self.series, [], fork_patches(partial))
+        save(partial, entries, agreed=error is None)
+        os.replace(partial, self.fork)
+        if error:
+            raise error
+
+    def run(
+        self, start: str, kept: list[Entry] | None = None, local: bool = False,
+        backup: str | None = None, base: str | None = None,
+    ) -> str:  # fmt: skip
+        """Apply the series after its first len(kept) patches on `start` in a
+        staging worktree, then move the fork there in one step, also when a
+        patch does not apply (to the last good commit; the error follows).
+        `backup`: a branch to keep the fork's commits on; `base`: a new base
+        commit. Say what the fork then lacks."""
+        fork, kept = self.fork, kept or []
+        m = len(kept)
+        head = git(fork, "rev-parse", "HEAD").stdout.strip()
+        stage = journal.begin(fork, start, touched(self.paths[m:]))
+        error = None
+        try:
+            apply(stage, self.paths[m:], self.author, self.log, m + 1, shown=fork,
+                  env=journal.SPARSE)  # fmt: skip
+        except ForkToolError as e:
+            error = e
+        have = fork_patches(stage, f"{base or BASE_TAG}..HEAD")
+        entries = _entries(self.series, kept, have)
+        target = git(stage, "rev-parse", "HEAD").stdout.strip()
+        move = journal.Move(
+            head, target, entries, error is None and not local, backup, base,
+            list(self.generated) if base else [],
+        )  # fmt: skip
+        journal.commit(fork, move)
+        if error:
+            raise error
+        return self.lacking()
+
+    def same_base(
+        self, standing: Standing, record: list[Entry] | None, force: bool
+    ) -> str:
+        """sync on the pinned base: apply what the series added, or rebuild."""
+        fork, paths, run = self.fork, self.paths, self.run
+        if not standing.changed:
+            entries = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
+            save(fork, entries, agreed=True)
+            return f"{fork} is up to date with the series ({len(paths)} patches)"
+        if force:
+            backup = _backup_name(fork)
+            lacking = run(BASE_TAG, backup=backup)
+            return f"rebuilt {fork} from the series; old commits on branch " + (
+                f"{backup}{lacking}"
+            )
+        m = standing.applied_prefix(len(paths))
+        if m is not None:
+            kept = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
+            local = standing.of(State.LOCAL)
+            lacking = run("HEAD", kept, local=bool(local))
+            text = f"applied {len(paths) - m} patches of the series to {fork}:"
+            text += "".join(
+                f"\n  {p.name}: applied; it was {_why(standing, p.name)}"
+                for p in paths[m:]
+            )
+            if local:
+                text += f"\nkept {len(local)} changes of the fork, not exported yet:\n"
+                text += "\n".join(i.line(advice=False) for i in local)
+                text += "\nSave them with `python3 -m forktool export`."
+            return text + lacking
+        if standing.of(State.LOCAL, State.BOTH):
+            error = ConflictError if standing.diverged else ForkToolError
+            raise error(refusal(fork, standing, "sync", len(paths)))
+        report = standing.report(State.BEHIND, advice=False)
+        backup = _backup_name(fork)
+        try:
+            lacking = run(BASE_TAG, backup=backup)
+        except ForkToolError as e:
+            raise type(e)(
+                f"The series changed:\n{report}\nRebuilt {fork} from it; its previous "
+                f"commits are on branch {backup}.\n{e}"
+            ) from None
+        return (
+            f"updated {fork} to the series, which changed:\n{report}\n"
+            f"The fork's previous commits are on branch {backup}.{lacking}"
         )
-        if local:
-            text += f"\nkept {len(local)} changes of the fork, not exported yet:\n"
-            text += "\n".join(i.line(advice=False) for i in local)
-            text += "\nSave them with `python3 -m forktool export`."
-        return text + lacking
-    if standing.of(State.LOCAL, State.BOTH):
-        diverged = Refusal.of(standing) is Refusal.DIVERGED
-        error = ConflictError if diverged else ForkToolError
-        raise error(refusal(fork, standing, "sync", len(paths)))
-    report = standing.report(State.BEHIND, advice=False)
-    backup = _backup_name(fork)
-    try:
-        lacking = run(Plan(BASE_TAG, [], backup=backup))
-    except ForkToolError as e:
-        raise type(e)(
-            f"The series changed:\n{report}\nRebuilt {fork} from it; its previous "
-            f"commits are on branch {backup}.\n{e}"
-        ) from None
-    return (
-        f"updated {fork} to the series, which changed:\n{report}\n"
-        f"The fork's previous commits are on branch {backup}.{lacking}"
-    )
+
+    def move_base(self) -> str:
+        """Rebuild the fork on the pinned base; the old fork stays on a backup
+        branch. The new base is fetched into the fork, whose history keeps
+        the old base's blobs for `git am -3`."""
+        fork = self.fork
+        old = subject(fork, BASE_TAG)
+        staging = fork.with_name(f".{fork.name}.new-base")
+        try:
+            self.base(staging)
+            git(fork, "fetch", "-q", "--no-tags", str(staging.resolve()), "HEAD")
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        new_base = git(fork, "rev-parse", "FETCH_HEAD").stdout.strip()
+        backup = _backup_name(fork)
+        moved = (
+            f"The pinned base is now {subject(fork, new_base)}: rebuilt {fork} on "
+            f"it; `{BASE_TAG}` tags the new base, and the old fork, on {old}, is "
+            f"on branch {backup}."
+        )
+        try:
+            lacking = self.run(new_base, backup=backup, base=new_base)
+        except ForkToolError as e:
+            raise type(e)(f"{moved}\n{e}") from None
+        return f"{moved}\nAll patches of the series apply.{lacking}"
 
 
 def _why(standing: Standing, name: str) -> str:
@@ -331,38 +334,3 @@ def _entry(standing: Standing, fi: int, si: int, record: list[Entry] | None) -> 
         )
     old = [e for e in record or [] if e.series == item.series.fingerprint]
     return old[0] if old else Entry(item.series.subject, item.series.fingerprint, None)
-
-
-def _move_base(
-    fork: Path,
-    author: str,
-    base_message: str,
-    sdist: Callable[[], Path],
-    generated: tuple[str, ...],
-    run: Callable[[Plan], str],
-) -> str:
-    """Rebuild the fork on the pinned base; the old fork stays on a backup branch.
-
-    The new base is made exactly as a fresh clone makes it, then fetched into
-    the fork, whose history keeps the old base's blobs for `git am -3`.
-    """
-    old = subject(fork, BASE_TAG)
-    staging = fork.with_name(f".{fork.name}.new-base")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        create_base(sdist(), staging, author, base_message, generated)
-        git(fork, "fetch", "-q", "--no-tags", str(staging.resolve()), "HEAD")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    new_base = git(fork, "rev-parse", "FETCH_HEAD").stdout.strip()
-    backup = _backup_name(fork)
-    moved = (
-        f"The pinned base is now {subject(fork, new_base)}: rebuilt {fork} on it; "
-        f"`{BASE_TAG}` tags the new base, and the old fork, on {old}, is on "
-        f"branch {backup}."
-    )
-    try:
-        lacking = run(Plan(new_base, [], backup=backup, base=new_base))
-    except ForkToolError as e:
-        raise type(e)(f"{moved}\n{e}") from None
-    return f"{moved}\nAll patches of the series apply.{lacking}"

@@ -25,17 +25,17 @@ def path(requirement: str, tools: Path) -> Path:
 def binary(requirement: str, tools: Path) -> Path:
     """`uv`, installed with pip under `tools` once."""
     uv = path(requirement, tools)
-    tool = uv.parent.parent
-    if uv.exists():
-        return uv
-    shutil.rmtree(tool, ignore_errors=True)
-    print(f"installing {requirement} into {tool}", flush=True)
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--prefix", str(tool)]
-    if process.run([*pip, requirement], check=False, capture=False).returncode or (
-        not uv.exists()
-    ):
+    if not uv.exists():
+        tool = uv.parent.parent
         shutil.rmtree(tool, ignore_errors=True)
-        raise ForkToolError(f"pip could not install {requirement} (pins.toml [venv])")
+        print(f"installing {requirement} into {tool}", flush=True)
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--prefix", str(tool)]
+        ran = process.run([*pip, requirement], check=False, capture=False)
+        if ran.returncode or not uv.exists():
+            shutil.rmtree(tool, ignore_errors=True)
+            raise ForkToolError(
+                f"pip could not install {requirement} (pins.toml [venv])"
+            )
     return uv
 
 

@@ -1,5 +1,6 @@
 """Each clone's virtualenv (build/.venv), made exactly as venv.lock says,
-and the fork installed into it from source.
+and the fork installed into it from source; the environment `env` and
+`run` give it; what of the shared cache the clones use.
 
 uv creates and fills the venv from its cache, hard-linking the files, so a
 second clone's venv adds only its compiled bytecode. The downloads and uv itself
@@ -16,8 +17,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 
 from forktool import process, uv, venv_lock
@@ -39,37 +39,28 @@ def venv_id(venv: Path) -> str:
     return marker.read_text().strip() if marker.exists() else ""
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold `path` exclusively: one forktool at a time fills a venv."""
-    with path.open("w") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another forktool that holds {path}", flush=True)
-            fcntl.flock(f, fcntl.LOCK_EX)
-        yield
-
-
-def _interpreter(pins: Pins) -> str:
-    """This Python when it is the one the lock is for, else uv finds one."""
-    running = ".".join(map(str, sys.version_info[:2]))
-    return sys.executable if running == pins.python else pins.python
-
-
 def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
     """Make `venv` exactly venv.lock, unless it already is."""
     lock_file = venv_lock.current(pins)
     wanted = venv_lock.digest(lock_file)
     register_clone()
     venv.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(venv.parent / f"{venv.name}.lock"):
+    # One forktool at a time fills a venv.
+    with (venv.parent / f"{venv.name}.lock").open("w") as held:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another forktool that holds {held.name}", flush=True)
+            fcntl.flock(held, fcntl.LOCK_EX)
         if venv_id(venv) == wanted:
             return venv
         tool = uv_binary(pins)
         if not Path(python(venv)).exists():
             shutil.rmtree(venv, ignore_errors=True)
-            uv.run(tool, "venv", "-q", "--python", _interpreter(pins), str(venv))
+            # This Python when it is the one the lock is for, else uv finds one.
+            running = ".".join(map(str, sys.version_info[:2]))
+            found = sys.executable if running == pins.python else pins.python
+            uv.run(tool, "venv", "-q", "--python", found, str(venv))
         (venv / COMPLETE).unlink(missing_ok=True)
         # Exactly the lock: what it lacks is removed, the fork's vllm too
         # (install_fork puts it back). Not compiled: of its 28,500 modules a
@@ -92,24 +83,21 @@ def compiling_once(
     return env
 
 
-def installed_from(venv: Path) -> Path | None:
-    """The tree vllm is imported from in `venv`, or None if it isn't found.
-
-    Found rather than imported: importing vllm takes seconds; the self-check
-    imports it."""
-    where = "import importlib.util as u; s = u.find_spec('vllm'); print(s and s.origin)"
-    result = process.run([python(venv), "-c", where], cwd="/", check=False)
-    origin = result.stdout.strip()
-    if result.returncode != 0 or origin in ("", "None"):
-        return None
-    return Path(origin).parent.parent
-
-
 def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
     """Build the fork with vLLM's Python-only flow (precompiled extensions)."""
+
+    def installed_from() -> Path | None:
+        # Found rather than imported: importing vllm takes seconds.
+        where = (
+            "import importlib.util as u; s = u.find_spec('vllm'); print(s and s.origin)"
+        )
+        found = process.run([python(venv), "-c", where], cwd="/", check=False)
+        origin = found.stdout.strip()
+        bad = found.returncode != 0 or origin in ("", "None")
+        return None if bad else Path(origin).parent.parent
+
     compiled = fork / "vllm" / "_C_stable_libtorch.abi3.so"
-    before = installed_from(venv)
-    if before == fork.resolve() and compiled.exists():
+    if installed_from() == fork.resolve() and compiled.exists():
         print(f"vllm in {venv} is already the editable fork at {fork}")
         return
     env = {
@@ -123,7 +111,7 @@ def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
     cmd += ["--no-build-isolation", "--no-deps", "-e", str(fork)]
     print("+", shlex.join(cmd), flush=True)
     process.run(cmd, env=compiling_once(process.environ(**env)), capture=False)
-    if installed_from(venv) != fork.resolve():
+    if installed_from() != fork.resolve():
         raise ForkToolError(f"vllm in {venv} does not import from {fork}")
 
 
@@ -131,16 +119,12 @@ def user_env(venv: Path, hf_home: Path, gpu: bool | None = None) -> dict[str, st
     """The variables `env` prints and `run` sets (PATH also gains venv/bin).
 
     Unlike `pytest_runner.test_env`, which pins tests to the CPU, this leaves a
-    GPU visible where there is one.
+    GPU visible where there is one (nvidia-smi is found).
     """
-    if gpu is None:
-        gpu = shutil.which("nvidia-smi") is not None
-    variables = {"VIRTUAL_ENV": str(venv)}
-    if not gpu:
-        variables["VLLM_TARGET_DEVICE"] = "cpu"
-    variables |= {"HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1"}
-    variables["TRANSFORMERS_OFFLINE"] = "1"
-    return variables
+    gpu = shutil.which("nvidia-smi") is not None if gpu is None else gpu
+    device = {} if gpu else {"VLLM_TARGET_DEVICE": "cpu"}
+    return {"VIRTUAL_ENV": str(venv), **device, "HF_HOME": str(hf_home),
+            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # fmt: skip
 
 
 def export_lines(variables: dict[str, str]) -> str:
@@ -154,17 +138,12 @@ def run_in(variables: dict[str, str], command: list[str], cwd: str = ".") -> int
     """Run `command` in the environment, in `cwd`."""
     bin_dir = Path(variables["VIRTUAL_ENV"]) / "bin"
     path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = {**os.environ, **variables, "PATH": path}
     executable = shutil.which(command[0], path=path)
     if executable is None:
         raise ForkToolError(f"{command[0]}: not found in {bin_dir} or on PATH")
-    return process.run(
-        [executable, *command[1:]], env=env, cwd=cwd, check=False, capture=False
-    ).returncode
-
-
-def _clones() -> Path:
-    return cache_dir() / "clones"
+    env = {**os.environ, **variables, "PATH": path}
+    cmd = [executable, *command[1:]]
+    return process.run(cmd, env=env, cwd=cwd, check=False, capture=False).returncode
 
 
 def register_clone(repo: Path = LAYOUT.root) -> None:
@@ -175,7 +154,7 @@ def register_clone(repo: Path = LAYOUT.root) -> None:
     warning, not an error. The note is whole or absent (`cache` reads them).
     """
     name = hashlib.sha256(str(repo).encode()).hexdigest()[:16]
-    entry = _clones() / f"{name}.json"
+    entry = cache_dir() / "clones" / f"{name}.json"
     text = json.dumps({"repo": str(repo)}) + "\n"
     try:
         if entry.read_text() == text:
@@ -184,7 +163,7 @@ def register_clone(repo: Path = LAYOUT.root) -> None:
         pass
     part = entry.with_name(f".{entry.name}.{os.getpid()}.part")
     try:
-        _clones().mkdir(parents=True, exist_ok=True)
+        entry.parent.mkdir(parents=True, exist_ok=True)
         part.write_text(text)
         os.replace(part, entry)
     except OSError as e:
@@ -198,40 +177,32 @@ def register_clone(repo: Path = LAYOUT.root) -> None:
         )
 
 
-def _used_by(pins: Pins) -> set[Path]:
+def users(pins: Pins) -> dict[Path, list[Path]]:
+    """Each path in the cache that a clone on this machine uses, with the
+    clones that use it: its pins' downloads and uv, and the venvs an older
+    forktool shared that hold its fork."""
     root = cache_dir()
-    files = {root / "downloads" / a.filename for a in (pins.sdist, pins.wheel)}
-    return files | {root / "tools" / pins.uv.replace("==", "-")}
 
+    def used_by(pins: Pins) -> set[Path]:
+        files = {root / "downloads" / a.filename for a in (pins.sdist, pins.wheel)}
+        return files | {root / "tools" / pins.uv.replace("==", "-")}
 
-def in_use(pins: Pins) -> dict[Path, list[Path]]:
-    """What in the cache each clone on this machine uses and the cache holds:
-    its pins' downloads and uv, and the venvs an older forktool shared that
-    hold its fork."""
-    used = {LAYOUT.root: _used_by(pins)}
-    for entry in sorted(_clones().glob("*.json")):
+    used = [(LAYOUT.root, used_by(pins))]
+    for entry in sorted(root.glob("clones/*.json")):
         repo = Path(json.loads(entry.read_text())["repo"])
         try:
-            used[repo] = _used_by(Pins.load(repo / "pins.toml"))
+            used.append((repo, used_by(Pins.load(repo / "pins.toml"))))
         except ForkToolError:
             continue  # gone, or pins this forktool cannot read: nothing kept
-    for old in cache_dir().glob("venv-*"):
+    for old in root.glob("venv-*"):
         fork = editable_vllm(old)
         if fork is not None and fork.exists():
-            used.setdefault(fork.parent.parent, set()).add(old)
-    return {
-        repo: sorted(p for p in paths if p.exists()) for repo, paths in used.items()
-    }
-
-
-def users(pins: Pins) -> dict[Path, list[Path]]:
-    """Each path in the cache that a clone uses, once, with the clones that
-    use it (clones on the same pins share them)."""
-    found: dict[Path, list[Path]] = {}
-    for repo, paths in in_use(pins).items():
-        for path in paths:
-            found.setdefault(path, []).append(repo)
-    return {path: sorted(set(found[path])) for path in sorted(found)}
+            used.append((fork.parent.parent, {old}))
+    found: dict[Path, set[Path]] = {}
+    for repo, paths in used:
+        for path in filter(Path.exists, paths):
+            found.setdefault(path, set()).add(repo)
+    return {path: sorted(found[path]) for path in sorted(found)}
 
 
 def editable_vllm(venv: Path) -> Path | None:
@@ -254,13 +225,6 @@ def which_vllm(venv: Path) -> str:
 def stale(pins: Pins) -> list[Path]:
     """Downloads, uv builds and old shared venvs in the cache that no
     clone's pins on this machine use."""
-    root = cache_dir()
-    keep = {path for paths in in_use(pins).values() for path in paths}
+    root, keep = cache_dir(), users(pins)
     found = [*root.glob("venv-*"), *root.glob("downloads/*"), *root.glob("tools/*")]
     return sorted(path for path in found if path not in keep)
-
-
-def size(path: Path) -> int:
-    if path.is_file() or path.is_symlink():
-        return path.lstat().st_size
-    return sum(p.lstat().st_size for p in path.rglob("*") if not p.is_dir())

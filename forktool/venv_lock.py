@@ -17,35 +17,20 @@ from pathlib import Path
 
 from forktool import uv
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, uv_binary
+from forktool.pins import Pins, normal, uv_binary
 from forktool.process import ForkToolError
 
 LOCK = LAYOUT.lock
 COMMAND = "python3 -m forktool lock"
 _DIGEST = "# pins-digest: "
-_PIN = re.compile(r"^([A-Za-z0-9._-]+)==([^\s;\\]+)", re.MULTILINE)
-
-
-def requirements(pins: Pins) -> list[str]:
-    """What the lock resolves: vLLM's runtime dependencies (from the pinned
-    version's wheel), pip, the build and test requirements."""
-    return [
-        pins.requirement,
-        pins.pip,
-        *pins.build_requirements,
-        *pins.test_requirements,
-    ]
 
 
 def pins_digest(pins: Pins) -> str:
-    inputs = [
-        requirements(pins),
-        pins.wheel.sha256,
-        pins.constraints,
-        pins.python,
-        pins.platform,
-        pins.uv,
-    ]
+    # What the lock resolves: vLLM's runtime dependencies (from the pinned
+    # version's wheel), pip, the build and test requirements.
+    wanted = [pins.requirement, pins.pip, *pins.build_requirements]
+    inputs = [wanted + list(pins.test_requirements), pins.wheel.sha256,
+              pins.constraints, pins.python, pins.platform, pins.uv]  # fmt: skip
     return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()
 
 
@@ -82,18 +67,17 @@ def write(pins: Pins, lock: Path = LOCK) -> str:
     """Resolve the lock from the pins, keeping the versions it already pins
     where the pins allow them; return what changed, in a line."""
     before = packages(lock.read_text()) if lock.exists() else {}
+    wanted = [pins.requirement, pins.pip, *pins.build_requirements]
     # The fork's editable install provides vllm itself.
-    body = compile_hashed(
-        pins, requirements(pins), lock, "pins.toml", pins.constraints, (pins.project,)
-    )
+    body = compile_hashed(pins, wanted + list(pins.test_requirements), lock,
+                          "pins.toml", pins.constraints, (pins.project,))  # fmt: skip
     body = body.replace("pins.toml constraints", "pins.toml [venv] constraints")
-    header = (
+    lock.write_text(
         f"# The venv's packages, resolved from pins.toml by `{COMMAND}` for "
         f"CPython {pins.python} on {pins.platform}.\n"
         "# Do not edit: change pins.toml and run the command again.\n"
-        f"{_DIGEST}{pins_digest(pins)}\n"
+        f"{_DIGEST}{pins_digest(pins)}\n{body}"
     )
-    lock.write_text(header + body)
     after = packages(body)
     changed = {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}
     return f"{lock.name}: {len(after)} packages, {len(changed)} changed"
@@ -101,23 +85,15 @@ def write(pins: Pins, lock: Path = LOCK) -> str:
 
 def packages(text: str) -> dict[str, str]:
     """Name -> version of each package a lock pins."""
-    return {normal(name): version for name, version in _PIN.findall(text)}
-
-
-def normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    pinned = re.findall(r"^([A-Za-z0-9._-]+)==([^\s;\\]+)", text, re.MULTILINE)
+    return {normal(name): version for name, version in pinned}
 
 
 def current(pins: Pins, lock: Path = LOCK) -> Path:
     """The lock, refused when it is missing or was resolved from other pins."""
     if not lock.exists():
         raise ForkToolError(f"{lock} is missing; run `{COMMAND}` and commit it")
-    recorded = next(
-        (line[len(_DIGEST) :] for line in lock.read_text().splitlines()
-         if line.startswith(_DIGEST)),
-        "",
-    )  # fmt: skip
-    if recorded != pins_digest(pins):
+    if f"\n{_DIGEST}{pins_digest(pins)}\n" not in f"\n{lock.read_text()}":
         raise ForkToolError(
             f"pins.toml changed since {lock.name} was resolved from it; run "
             f"`{COMMAND}` and commit {lock.name} with pins.toml"

@@ -1,6 +1,6 @@
 """Run by a venv's own Python (standard library only): what is installed in
 it, which files two distributions both install with different contents, and
-whether the given modules import. Writes JSON; see forktool/venv_check.py.
+whether the given modules import. Writes JSON; see forktool/prepare.py.
 
     python venv_probe.py OUT.json MODULE...
 """
@@ -26,9 +26,10 @@ def clashes() -> list[dict[str, object]]:
         name = dist.metadata["Name"]  # parsed anew on every access
         for row in csv.reader((dist.read_text("RECORD") or "").splitlines()):
             path = row[0] if row else ""
-            if "/" not in path or path.startswith("..") or ".dist-info/" in path:
-                continue
-            if "__pycache__" not in path:
+            skip = (
+                path.startswith("..") or ".dist-info/" in path or "__pycache__" in path
+            )
+            if "/" in path and not skip:
                 owners[path][name] = row[1] if len(row) > 1 else ""
     return [
         {"file": path, "distributions": sorted(claims)}
@@ -37,37 +38,29 @@ def clashes() -> list[dict[str, object]]:
     ]
 
 
-def culprit(error: BaseException) -> list[str]:
-    """The distributions holding the innermost installed file in the traceback."""
-    roots = {Path(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")}
-    owners = metadata.packages_distributions()
-    for frame in reversed(traceback.extract_tb(error.__traceback__)):
-        path = Path(frame.filename)
-        for root in roots:
-            if path.is_relative_to(root):
-                top = path.relative_to(root).parts[0].removesuffix(".py")
-                return owners.get(top, [top])
-    return []
-
-
 def try_import(module: str) -> dict[str, object]:
+    """`module` imported, or the error and the distributions holding the
+    innermost installed file in its traceback."""
     try:
         importlib.import_module(module)
     except BaseException as error:  # SystemExit too: report, never exit
-        return {
-            "module": module,
-            "error": f"{type(error).__name__}: {error}",
-            "distributions": culprit(error),
-        }
+        roots = {Path(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")}
+        owners = metadata.packages_distributions()
+        frames = reversed(traceback.extract_tb(error.__traceback__))
+        found = [
+            path.relative_to(root).parts[0].removesuffix(".py")
+            for path in (Path(frame.filename) for frame in frames)
+            for root in roots
+            if path.is_relative_to(root)
+        ]
+        culprit = owners.get(found[0], [found[0]]) if found else []
+        return {"module": module, "error": f"{type(error).__name__}: {error}",
+                "distributions": culprit}  # fmt: skip
     return {"module": module, "error": "", "distributions": []}
 
 
-def main(out: str, modules: list[str]) -> None:
-    installed = {d.metadata["Name"]: d.version for d in metadata.distributions()}
-    imports = [try_import(module) for module in modules]
-    report = {"installed": installed, "clashes": clashes(), "imports": imports}
-    Path(out).write_text(json.dumps(report))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    installed = {d.metadata["Name"]: d.version for d in metadata.distributions()}
+    imports = [try_import(module) for module in sys.argv[2:]]
+    report = {"installed": installed, "clashes": clashes(), "imports": imports}
+    Path(sys.argv[1]).write_text(json.dumps(report))

@@ -19,12 +19,12 @@ from forktool.process import BASE_TAG, ISOLATED, SERIES, git
 
 @dataclass(frozen=True)
 class FileChange:
+    # The path before the patch; None for a file it creates.
     old: str | None
-    """The path before the patch; None for a file it creates."""
+    # The path after the patch; None for a file it deletes.
     new: str | None
-    """The path after the patch; None for a file it deletes."""
+    # The blob id (perhaps abbreviated) before, from the `index` line.
     pre: str | None
-    """The blob id (perhaps abbreviated) before, from the `index` line."""
     post: str | None
 
 
@@ -63,14 +63,15 @@ def stripspace(text: str) -> str:
 
 @dataclass(frozen=True)
 class Commit:
-    """A fork commit as a patch carries it."""
+    """A fork commit as a patch carries it (`sha`: its full id)."""
 
+    sha: str
     short: str
     subject: str
+    # `Name <email>`.
     author: str
-    """`Name <email>`."""
+    # The whole message, subject first, cleaned up as by `stripspace`.
     message: str
-    """The whole message, subject first, cleaned up as by `stripspace`."""
 
     @property
     def name(self) -> str:
@@ -79,12 +80,12 @@ class Commit:
 
 def series_messages(fork: Path) -> list[Commit]:
     """The fork's commits since `base`, oldest first."""
-    log = git(fork, "log", "--reverse", "--no-merges",
-              "--format=%h%x1f%s%x1f%an <%ae>%x1f%B%x1e", SERIES).stdout  # fmt: skip
+    line = "--format=%H%x1f%h%x1f%s%x1f%an <%ae>%x1f%B%x1e"
+    log = git(fork, "log", "--reverse", "--no-merges", line, SERIES).stdout
     found = []
     for record in log.split("\x1e")[:-1]:
-        short, subject, author, message = record.lstrip("\n").split("\x1f", 3)
-        found.append(Commit(short, subject, author, stripspace(message)))
+        sha, short, subject, author, message = record.lstrip("\n").split("\x1f", 4)
+        found.append(Commit(sha, short, subject, author, stripspace(message)))
     return found
 
 

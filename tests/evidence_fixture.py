@@ -1,8 +1,11 @@
 """The evidence tests' shared setup: the synthetic fork and results set the
-PR tests render from, committed git trees, stand-in programs."""
+PR tests render from, committed git trees, stand-in programs, a venv of this
+interpreter."""
 
 from __future__ import annotations
 
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +64,19 @@ def programs(bin_dir: Path, **scripts: str) -> Path:
         (bin_dir / name).write_text(f"#!/bin/sh\n{script}\n")
         (bin_dir / name).chmod(0o755)
     return bin_dir
+
+
+def link_venv(venv: Path) -> Path:
+    """`venv` as this interpreter's venv, for tests that run pytest through the
+    runner: bin/python a link to it and, where it runs in a venv, that venv's
+    pyvenv.cfg and lib/, without which the link would run the base
+    interpreter, which lacks the venv's packages."""
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    if sys.prefix != sys.base_prefix:
+        shutil.copy(Path(sys.prefix, "pyvenv.cfg"), venv)
+        (venv / "lib").symlink_to(Path(sys.prefix, "lib"))
+    return venv
 
 
 def mini_fork(path: Path) -> Path:

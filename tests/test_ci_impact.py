@@ -26,40 +26,31 @@ AMD, NVIDIA = ci_steps.AMD, ci_steps.NVIDIA
 WORKER = "vllm/v1/worker/gpu/"
 
 
-@pytest.mark.parametrize(
-    ("entry", "path", "expected"),
-    [
-        ("vllm/v1/worker/gpu_worker.py", "vllm/v1/worker/gpu_worker.py", True),
-        ("vllm/v1/worker/gpu/", "vllm/v1/worker/gpu/model_runner.py", True),
-        ("tests/distributed", "tests/distributed/test_pipeline_parallel.py", True),
-        # A prefix at a `/` boundary only, never a bare string prefix.
-        ("vllm/v1/worker/gpu/", "vllm/v1/worker/gpu_worker.py", False),
-        ("vllm/v1/worker/gpu", "vllm/v1/worker/gpu_worker.py", False),
-        ("vllm/x.py", "vllm/x.pyi", False),
-        # No globs; a file does not select its directory; empty entries nothing.
-        ("vllm/*/core/", "vllm/v1/core/kv_cache_utils.py", False),
-        ("vllm/v1/core/x.py", "vllm/v1/core", False),
-        ("/", "vllm/x.py", False),
-        ("", "vllm/x.py", False),
-    ],
-)
+GPU_WORKER = "vllm/v1/worker/gpu_worker.py"
+
+
+@pytest.mark.parametrize(("entry", "path", "expected"), [
+    (GPU_WORKER, GPU_WORKER, True), (WORKER, WORKER + "model_runner.py", True),
+    ("tests/distributed", "tests/distributed/test_pipeline_parallel.py", True),
+    # A prefix at a `/` boundary only, never a bare string prefix.
+    (WORKER, GPU_WORKER, False), ("vllm/v1/worker/gpu", GPU_WORKER, False),
+    ("vllm/x.py", "vllm/x.pyi", False),
+    # No globs; a file does not select its directory; empty entries nothing.
+    ("vllm/*/core/", "vllm/v1/core/kv_cache_utils.py", False),
+    ("vllm/v1/core/x.py", "vllm/v1/core", False), ("/", "vllm/x.py", False),
+    ("", "vllm/x.py", False),
+])  # fmt: skip
 def test_entry_matches_the_path_or_a_subtree(entry, path, expected):
     assert ci_steps.entry_matches(entry, path) is expected
 
 
-@pytest.mark.parametrize(
-    "deps",
-    [
-        ["vllm/", "!vllm/distributed/kv_transfer/", "tests/distributed/"],
-        ["!vllm/distributed/kv_transfer/", "tests/distributed/", "vllm/"],
-    ],
-)
+@pytest.mark.parametrize("deps", [
+    ["vllm/", "!vllm/distributed/kv_transfer/", "tests/distributed/"],
+    ["!vllm/distributed/kv_transfer/", "tests/distributed/", "vllm/"],
+])  # fmt: skip
 def test_exclusions_drop_only_the_files_they_match_in_any_order(deps):
-    changed = [
-        "vllm/distributed/kv_transfer/base.py",
-        "vllm/distributed/parallel_state.py",
-        "tests/distributed/test_x.py",
-    ]
+    changed = ["vllm/distributed/kv_transfer/base.py"]
+    changed += ["vllm/distributed/parallel_state.py", "tests/distributed/test_x.py"]
     assert ci_steps.triggers(deps, changed) == {
         "vllm/distributed/parallel_state.py": ["vllm/"],
         "tests/distributed/test_x.py": ["tests/distributed/"],
@@ -78,23 +69,19 @@ def test_no_includes_no_match_and_every_matching_entry_is_kept():
 
 def pp_doc(**mirror: object) -> dict:
     """distributed.yaml's pipeline-parallel step and its AMD mirror, reduced."""
-    parent = {
-        "label": "PP",
-        "key": "pp",
-        "optional": True,
-        "device": "l4",
-        "source_file_dependencies": ["vllm/distributed/", WORKER],
-        "commands": [f"pytest -v -s {PP}"],
-        "mirror": {"amd": {"device": "mi250_4", "optional": False, **mirror}},
-    }
+    parent = {"label": "PP", "key": "pp", "optional": True, "device": "l4",
+              "source_file_dependencies": ["vllm/distributed/", WORKER],
+              "commands": [f"pytest -v -s {PP}"],
+              "mirror": {"amd": {"device": "mi250_4", "optional": False,
+                                 **mirror}}}  # fmt: skip
     return {"steps": ["wait", parent]}
 
 
 def test_a_mirror_takes_its_own_entries_then_its_parents():
     doc = pp_doc(source_file_dependencies=["vllm/distributed/", "tests/distributed/"])
     nvidia, amd = ci_steps.job_steps(doc, "d.yaml")
-    assert (nvidia.pipeline, nvidia.key, nvidia.optional) == (NVIDIA, "pp", True)
-    assert (amd.pipeline, amd.key, amd.optional) == (AMD, "amd-pp", False)
+    assert (nvidia.pipeline, nvidia.key, nvidia.runs) == (NVIDIA, "pp", "optional")
+    assert (amd.pipeline, amd.key, amd.runs) == (AMD, "amd-pp", "PR")
     assert amd.deps == ["vllm/distributed/", "tests/distributed/", WORKER]
     assert amd.inherited == (WORKER,)
     assert amd.commands == nvidia.commands  # none of its own: the parent's
@@ -110,7 +97,7 @@ def test_a_mirror_without_entries_or_optional_inherits_them():
     del doc["steps"][1]["mirror"]["amd"]["optional"]
     _, amd = ci_steps.job_steps(doc, "d.yaml")
     assert amd.deps == ["vllm/distributed/", WORKER]
-    assert (amd.optional, amd.commands) == (True, ["pytest -v -s distributed -k ray"])
+    assert (amd.runs, amd.commands) == ("optional", ["pytest -v -s distributed -k ray"])
 
 
 def test_amd_gpu_steps_and_the_legacy_amd_yaml_are_amd():
@@ -131,51 +118,35 @@ def test_a_row_shows_each_revision_and_a_missing_step():
     )
 
 
-@pytest.mark.parametrize(
-    ("tokens", "keyword", "marker", "deselect"),
-    [
-        (["pytest", "-v", "-s", "a.py", "-k", "ray"], "ray", None, []),
-        (["pytest", "-kray", "-n", "2", "a.py"], "ray", None, []),
-        (["pytest", "--keyword=ray", "-k", "mp", "a.py"], "mp", None, []),  # last
-        (["pytest", "-m", "not x", "--deselect=a::t", "a"], None, "not x", ["a::t"]),
-    ],
-)
+@pytest.mark.parametrize(("tokens", "keyword", "marker", "deselect"), [
+    (["pytest", "-v", "-s", "a.py", "-k", "ray"], "ray", None, []),
+    (["pytest", "-kray", "-n", "2", "a.py"], "ray", None, []),
+    (["pytest", "--keyword=ray", "-k", "mp", "a.py"], "mp", None, []),  # the last
+    (["pytest", "-m", "not x", "--deselect=a::t", "a"], None, "not x", ["a::t"]),
+])  # fmt: skip
 def test_pytest_options(tokens, keyword, marker, deselect):
     opts = ci_collect.pytest_options(tokens)
     assert (opts.keyword, opts.marker, opts.deselect) == (keyword, marker, deselect)
 
 
 @needs_pytest_expression
-@pytest.mark.parametrize(
-    ("expr", "expected"),
-    [
-        ("ray", ["ray-first", "ray-last"]),
-        ("RAY", ["ray-first", "ray-last"]),  # case-insensitive
-        ("not ray", ["mp-first", "mp-last"]),
-        ("ray and last", ["ray-last"]),
-        ("(mp or ray) and not first", ["mp-last", "ray-last"]),
-        ("pipeline_parallel", PARAMS),  # the module's name is a keyword
-        ("tp", []),
-        ("", PARAMS),  # no filter
-    ],
-)
+@pytest.mark.parametrize(("expr", "expected"), [
+    ("ray", ["ray-first", "ray-last"]),
+    ("RAY", ["ray-first", "ray-last"]),  # case-insensitive
+    ("not ray", ["mp-first", "mp-last"]), ("ray and last", ["ray-last"]),
+    ("(mp or ray) and not first", ["mp-last", "ray-last"]),
+    ("pipeline_parallel", PARAMS),  # the module's name is a keyword
+    ("tp", []), ("", PARAMS),  # no filter
+])  # fmt: skip
 def test_k_is_evaluated_by_pytest_against_item_keywords(expr, expected):
-    chosen = [
-        i for i, keywords in ITEMS.items() if ci_collect.k_selects(expr, keywords)
-    ]
+    chosen = [i for i, kw in ITEMS.items() if ci_collect.k_selects(expr, kw)]
     assert chosen == [f"{NAME}[{p}]" for p in expected]
 
 
-@pytest.mark.parametrize(
-    "selector, selects",
-    [
-        (PP, True),
-        (f"{PP}::{NAME}", True),
-        (f"{PP}::{NAME}[ray-last]", True),
-        (f"{PP}::{NAME}[mp-last]", False),
-        (f"{PP}::test_pp", False),
-    ],
-)
+@pytest.mark.parametrize("selector, selects", [
+    (PP, True), (f"{PP}::{NAME}", True), (f"{PP}::{NAME}[ray-last]", True),
+    (f"{PP}::{NAME}[mp-last]", False), (f"{PP}::test_pp", False),
+])  # fmt: skip
 def test_node_selectors(selector, selects):
     assert ci_collect.node_selects(selector, f"{NAME}[ray-last]") is selects
 
@@ -187,19 +158,14 @@ FORK = Path(__file__).resolve().parent.parent / "build" / "vllm"
 @pytest.mark.skipif(
     not (FORK / ci_collect.TETHERING).is_file(), reason=f"no fork at {FORK}"
 )
-@pytest.mark.parametrize(
-    ("command", "expected", "flagged"),
-    [
-        (f"pytest -v -s {PP} -k 'ray'", 2, False),
-        ("pytest -v -s distributed", 4, False),
-        (f"pytest tests/{PP}::test_other", 0, False),
-        ('bash run.sh 2 "VLLM_MULTI_NODE=1 pytest -v -s distributed -k mp"', 2, False),
-        (f"pytest distributed --ignore={PP}", 0, False),
-        (f"echo pytest {PP}", 0, False),
-        (f"pytest -k ray --deselect {PP}::{NAME}[ray-last] {PP}", 1, False),
-        (f"pytest -m 'not slow' {PP}", 4, True),
-    ],
-)
+@pytest.mark.parametrize(("command", "expected", "flagged"), [
+    (f"pytest -v -s {PP} -k 'ray'", 2, False), ("pytest -v -s distributed", 4, False),
+    (f"pytest tests/{PP}::test_other", 0, False),
+    ('bash run.sh 2 "VLLM_MULTI_NODE=1 pytest -v -s distributed -k mp"', 2, False),
+    (f"pytest distributed --ignore={PP}", 0, False), (f"echo pytest {PP}", 0, False),
+    (f"pytest -k ray --deselect {PP}::{NAME}[ray-last] {PP}", 1, False),
+    (f"pytest -m 'not slow' {PP}", 4, True),
+])  # fmt: skip
 def test_collected_through_the_forks_parser(command, expected, flagged):
     step = ci_steps.Step(NVIDIA, "x.yaml", {"commands": [command]}, "x")
     tk = ci_collect.load_tethering(FORK)

@@ -81,51 +81,47 @@ def test_a_relative_cache_is_the_clones_root_from_any_folder(
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "elsewhere"))
     assert cache_dir() == tmp_path / "elsewhere"
     assert not (tmp_path / "elsewhere").exists()  # nothing written outside
-
-
-def test_a_cache_pointed_at_tracked_files_does_not_hide_them(clone, monkeypatch):
-    monkeypatch.setenv("VLLM_FORK_CACHE", "patches")
+    monkeypatch.setenv("VLLM_FORK_CACHE", "patches")  # tracked files
     assert cache_dir() == clone / "patches"
     assert not (clone / "patches" / ".gitignore").exists()  # it would hide them
+
+
+def clone_on(pins_text: str, clone: Path) -> Path:
+    """A clone with `pins_text`, noted in the cache."""
+    clone.mkdir()
+    (clone / "pins.toml").write_text(pins_text)
+    venv.register_clone(clone)
+    return clone
 
 
 def test_cache_lists_each_path_once_and_only_what_is_there(
     tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    on_these_pins = Pins.load()
-    others = [tmp_path / f"clone{i}" for i in range(3)]
-    for other in others:  # clones on the same pins, as a team's are
-        other.mkdir()
-        (other / "pins.toml").write_text(LAYOUT.pins.read_text())
-        venv.register_clone(other)
-    downloads = cache_dir() / "downloads"
-    downloads.mkdir(parents=True)
-    sdist = downloads / on_these_pins.sdist.filename
-    sdist.write_text("x")  # the wheel was never downloaded
-    uv_build = cache_dir() / "tools" / on_these_pins.uv.replace("==", "-")
+    pins = Pins.load()
+    # Clones on the same pins, as a team's are.
+    others = [clone_on(LAYOUT.pins.read_text(), tmp_path / f"c{i}") for i in range(3)]
+    sdist = cache_dir() / "downloads" / pins.sdist.filename
+    uv_build = cache_dir() / "tools" / pins.uv.replace("==", "-")
     uv_build.mkdir(parents=True)
+    sdist.parent.mkdir()
+    sdist.write_text("x")  # the wheel was never downloaded
     assert main(["cache"]) == 0
     out = capsys.readouterr().out
     print(out)
     assert out.count("in use by") == 1
     assert f"in use by {', '.join(map(str, sorted([*others, LAYOUT.root])))}:" in out
     assert out.count(str(sdist)) == 1 and out.count(str(uv_build)) == 1
-    assert on_these_pins.wheel.filename not in out
-    assert "nothing stale" in out
-    assert venv.stale(on_these_pins) == [] and sdist.exists() and uv_build.exists()
+    assert pins.wheel.filename not in out and "nothing stale" in out
+    assert venv.stale(pins) == [] and sdist.exists() and uv_build.exists()
 
 
 def test_cache_removes_only_what_no_clone_uses(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
     pins = Pins.load()
     # Another clone on older pins, and one that is gone.
-    other = tmp_path / "other"
-    other.mkdir()
-    old_sdist = "vllm-0.32.0.tar.gz"
-    text = LAYOUT.pins.read_text()
-    (other / "pins.toml").write_text(text.replace("0.33.0", "0.32.0"))
-    venv.register_clone(other)
+    old_pins = LAYOUT.pins.read_text().replace("0.33.0", "0.32.0")
+    other = clone_on(old_pins, tmp_path / "other")
     venv.register_clone(tmp_path / "gone")
     downloads, tools = cache_dir() / "downloads", cache_dir() / "tools"
     # An older forktool's shared venv, still holding the other clone's fork.
@@ -137,7 +133,8 @@ def test_cache_removes_only_what_no_clone_uses(tmp_path, monkeypatch, capsys):
     (record / "direct_url.json").write_text(json.dumps(url))
     unused = cache_dir() / "venv-fedcba9876543210"
     unused.mkdir()
-    keep = [downloads / pins.sdist.filename, downloads / old_sdist, tools / "uv-0.13.8"]
+    keep = [downloads / pins.sdist.filename, downloads / "vllm-0.32.0.tar.gz"]
+    keep.append(tools / "uv-0.13.8")
     drop = [downloads / "vllm-0.31.0.tar.gz", tools / "uv-0.1.0"]
     for path in keep + drop:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from evidence_fixture import programs
-from venv_link import link_venv
+from evidence_fixture import link_venv, programs
 
 from evidence.pr import make as pr
 from forktool import checks, tool_checks

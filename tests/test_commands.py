@@ -14,7 +14,7 @@ import pytest
 from fork_fixture import THREE, git
 
 from evidence.matrix import table as _table
-from forktool import commands, prerequisites, reverts, uv, venv
+from forktool import advice, commands, prerequisites, uv, venv
 from forktool.__main__ import main
 from forktool.checks import all_checks
 from forktool.commands import COMMANDS, Command
@@ -40,30 +40,27 @@ def test_env_prints_the_exact_export_lines(tmp_path):
     assert "VLLM_TARGET_DEVICE" not in venv.user_env(env, tmp_path, gpu=True)
 
 
-def test_run_uses_the_venv_and_keeps_the_directory(tmp_path, monkeypatch):
-    env = tmp_path / "venv"
-    (env / "bin").mkdir(parents=True)
-    tool = env / "bin" / "probe"
-    tool.write_text('#!/bin/sh\necho "$PWD $HF_HUB_OFFLINE" > out.txt\nexit 3\n')
-    tool.chmod(0o755)
-    monkeypatch.chdir(tmp_path)
-    assert venv.run_in(venv.user_env(env, tmp_path, gpu=False), ["probe"]) == 3
-    assert (tmp_path / "out.txt").read_text() == f"{tmp_path} 1\n"
-
-
-def test_the_run_command_needs_the_venv_and_passes_the_exit_status(
+def test_run_needs_the_venv_runs_its_programs_and_passes_the_exit_status(
     tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setattr("forktool.commands.run.LAYOUT", Layout(tmp_path))
     env = tmp_path / "build" / ".venv"
     assert main(["run", "--", "true"]) == 1  # no venv: a clear error
+    assert f"{env} does not exist; run `python3 -m forktool install`" in (
+        capsys.readouterr().err
+    )
     (env / "bin").mkdir(parents=True)
     (env / venv.COMPLETE).write_text("lock digest\n")
-    out = tmp_path / "out.txt"
-    command = f'echo "$VIRTUAL_ENV $HF_HUB_OFFLINE" > {out}; exit 4'
-    assert main(["run", "-C", str(tmp_path), "--", "sh", "-c", command]) == 4
-    assert out.read_text() == f"{env} 1\n"
+    probe = env / "bin" / "probe"  # not on PATH: found in the venv's bin/
+    probe.write_text(
+        '#!/bin/sh\necho "$PWD $VIRTUAL_ENV $HF_HUB_OFFLINE" > out\nexit 4\n'
+    )
+    probe.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "-C", str(env), "--", "probe"]) == 4
+    assert (env / "out").read_text() == f"{env} {env} 1\n"
     assert f"venv {env} (no editable vLLM yet)" in capsys.readouterr().err
+    assert main(["run", "--", "probe"]) == 4 and (tmp_path / "out").exists()
 
 
 def test_the_matrix_table_fits_120_columns_with_a_legend():
@@ -83,13 +80,17 @@ def test_the_matrix_table_fits_120_columns_with_a_legend():
     assert any("- not present at that patch" in line for line in lines)
 
 
-def test_every_command_says_what_it_refuses_and_writes(capsys):
+def test_every_command_says_what_it_refuses_and_writes_and_each_option_why(capsys):
     for name in COMMANDS:
         with pytest.raises(SystemExit) as exit_status:
             main([name, "--help"])
         assert exit_status.value.code == 0
         text = " ".join(capsys.readouterr().out.split())
         assert "Writes" in text and "refuse" in text.lower()
+        parser = argparse.ArgumentParser()
+        commands.command(name).options(parser)
+        for action in parser._actions:
+            assert action.help, f"{name} {action.dest}: no help"
 
 
 def test_a_conflict_exits_with_status_3_other_errors_with_1(monkeypatch):
@@ -154,65 +155,48 @@ def test_the_tool_run_by_its_path_uses_its_clones_paths(tmp_path, monkeypatch, w
     assert not (tmp_path / "cache").exists()
 
 
-def gating_needs() -> list[prerequisites.Program]:
-    """What the registry's checks that gate `test` need, as `test` asks."""
-    return [p for c in all_checks() if c.gates_test for p in c.needs]
-
-
 def hide(monkeypatch, *names: str) -> None:
     """This machine without the programs and Python modules `names`."""
     which, find_spec = shutil.which, importlib.util.find_spec
-    monkeypatch.setattr(
-        shutil, "which", lambda name, *a, **k: None if name in names else which(name)
-    )
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *a: None if name in names else find_spec(name, *a),
-    )
+    hidden = {shutil: ("which", which), importlib.util: ("find_spec", find_spec)}
+    for module, (name, real) in hidden.items():
+        found = lambda n, *a, real=real, **k: None if n in names else real(n, *a)  # noqa: E731
+        monkeypatch.setattr(module, name, found)
 
 
-def test_test_names_every_missing_program_in_one_line(tmp_path, monkeypatch):
-    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))  # empty
-    hide(monkeypatch, "npm", "node", "pip", "ensurepip")
-    pins = Pins.load()
-
-    def refused() -> str:
-        with pytest.raises(ForkToolError) as error:
-            needs = prerequisites.for_test(pins, gating_needs(), tmp_path / "venv")
-            prerequisites.require("test", needs)
-        print(error.value)
-        return str(error.value)
-
-    said = refused()
-    assert "\n" not in said and said.startswith("`test` needs what this machine")
-    for name in ("Node.js (node)", "npm, for", "pip for"):
-        assert name in said
-    assert "git" not in said.replace("markdownlint", "")  # git is there
-    # With uv in the cache, pip is not needed (uv makes pre-commit's venv).
-    uv_path = uv.path(pins.uv, tmp_path / "cache" / "tools")
-    uv_path.parent.mkdir(parents=True)
-    uv_path.write_text("")
-    said = refused()
-    assert "npm" in said and "pip" not in said and "ensurepip" not in said
+def refused(command: str, needs: list[prerequisites.Program]) -> str:
+    with pytest.raises(ForkToolError) as error:
+        prerequisites.require(command, needs)
+    print(error.value)
+    assert "\n" not in str(error.value)  # one line
+    return str(error.value)
 
 
-def test_setup_needs_git_and_until_they_exist_pip_and_the_python(tmp_path, monkeypatch):
+def test_setup_and_test_name_every_missing_program_in_one_line(tmp_path, monkeypatch):
+    """git always; pip while the cache lacks uv; the pinned Python while
+    there is no venv; bash and what the checks that gate `test` need."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))  # empty
     pins, env, tools = Pins.load(), tmp_path / "venv", tmp_path / "cache" / "tools"
+    gating = [p for c in all_checks() if c.gates_test for p in c.needs]
     python = f"Python {pins.python} (python{pins.python})"
     names = [p.name for p in prerequisites.for_setup(pins, env)]
     assert names == ["git", prerequisites.PIP.name, python]
-    # uv in the cache and the venv made: only git is left.
+    hide(monkeypatch, "npm", "node", "pip", "ensurepip")
+    said = refused("test", prerequisites.for_test(pins, gating, env))
+    assert said.startswith("`test` needs what this machine lacks: ")
+    assert all(name in said for name in ("Node.js (node)", "npm, for", "pip for"))
+    assert "git" not in said.replace("markdownlint", "")  # git is there
+    # uv in the cache and the venv made: setup needs only git, test no pip.
     for path in (uv.path(pins.uv, tools), env / "bin" / "python"):
         path.parent.mkdir(parents=True)
         path.write_text("")
-    needs = prerequisites.for_setup(pins, env)
-    assert needs == [prerequisites.GIT]
-    prerequisites.require("setup", needs)  # the tool's tests have git
-    hide(monkeypatch, "git", "npm", "node")  # test and pr need node
-    with pytest.raises(ForkToolError, match=r"^`setup` needs .*: git, for the fork"):
-        prerequisites.require("setup", needs)
+    assert prerequisites.for_setup(pins, env) == [prerequisites.GIT]
+    prerequisites.require("setup", [prerequisites.GIT])  # the tool's tests have git
+    said = refused("test", prerequisites.for_test(pins, gating, env))
+    assert "npm" in said and "pip" not in said
+    hide(monkeypatch, "git")
+    said = refused("setup", [prerequisites.GIT])
+    assert said.startswith("`setup` needs what this machine lacks: git, for the fork")
 
 
 def usage_error(capsys, argv: list[str]) -> str:
@@ -226,31 +210,22 @@ def usage_error(capsys, argv: list[str]) -> str:
 
 
 @pytest.mark.parametrize(
-    "argv", [["sync", "--froce"], ["sync", "extra-arg"], ["sync", "--f"]]
-)
+    "argv",
+    [["sync", "--froce"], ["sync", "extra-arg"], ["sync", "--f"], ["export", "--c"],
+     ["backups", "--p"]],  # no option is abbreviated
+)  # fmt: skip
 def test_an_option_typo_shows_the_commands_usage(capsys, argv):
     err = usage_error(capsys, argv)
-    assert err.startswith("usage: python3 -m forktool sync [-h] [--force]")
-    assert f"python3 -m forktool sync: error: unrecognized arguments: {argv[1]}" in err
-
-
-def test_no_option_is_abbreviated(capsys):
-    for argv in (["sync", "--f"], ["export", "--c"], ["backups", "--p"]):
-        assert "unrecognized arguments" in usage_error(capsys, argv)
+    options = " [--force]" if argv[0] == "sync" else ""
+    assert err.startswith(f"usage: python3 -m forktool {argv[0]} [-h]{options}")
+    said = f"python3 -m forktool {argv[0]}: error: unrecognized arguments: {argv[1]}"
+    assert said in err
 
 
 @pytest.mark.parametrize("argv", [["snyc"], []])
 def test_an_unknown_or_missing_command_reads_as_command(capsys, argv):
     err = usage_error(capsys, argv)
     assert "command_name" not in err and "<command>" in err
-
-
-def test_every_option_and_argument_has_help():
-    for name in COMMANDS:
-        parser = argparse.ArgumentParser()
-        commands.command(name).options(parser)
-        for action in parser._actions:
-            assert action.help, f"{name} {action.dest}: no help"
 
 
 def test_the_readme_says_usage_errors_exit_2():
@@ -266,18 +241,18 @@ def test_a_git_revert_of_a_patch_is_told_how_to_drop_it(ws):
     names = ws.names()
     assert f"warning: {names[3]}: reverts patch 2 ({names[1]})" in exported
     assert names[3].startswith("0004-Revert-Core-Second")
-    assert reverts.hints(ws.tree, names) == [
+    assert advice.revert_hints(ws.tree, names) == [
         f"warning: {names[3]}: reverts patch 2 ({names[1]}): to drop patch 2, "
         f"`git -C {ws.tree} rebase -i base` and delete its line and this "
         "revert's (a revert keeps both in the series)"
     ]
     # Reworded, its "This reverts commit" gone: found by the quoted subject.
     git(ws.tree, "commit", "-q", "--amend", "-m", 'Revert "[Core] Second"')
-    assert len(reverts.hints(ws.tree, names)) == 1
+    assert len(advice.revert_hints(ws.tree, names)) == 1
     # A revert of nothing in the series: no hint.
     message = 'Revert "[Core] Elsewhere"\n\nThis reverts commit 1234567.'
     git(ws.tree, "commit", "-q", "--amend", "-m", message)
-    assert reverts.hints(ws.tree, names) == []
+    assert advice.revert_hints(ws.tree, names) == []
 
 
 def test_a_python_without_tarfiles_filters_is_refused(monkeypatch, capsys):

@@ -11,8 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from evidence_fixture import commit, new_repo, programs
-from venv_link import link_venv
+from evidence_fixture import commit, link_venv, new_repo, programs
 
 from evidence import checks, e2e
 from evidence.commands import e2e as e2e_command
@@ -123,10 +122,28 @@ def test_too_few_gpus_or_no_setup_is_refused_and_nothing_written(
     assert not clone.results.exists() and not clone.trees.exists()
 
 
-def test_only_patch_1s_hunks_of_the_resolution_are_reverted(clone):
-    fork, tree = clone.fork, clone.trees / e2e.TREE
-    reverted = e2e.without_resolution(fork, tree)
+def test_both_runs_are_recorded_and_only_patch_1s_resolution_reverted(
+    clone, tmp_path, monkeypatch
+):
+    fake_gpus(tmp_path, monkeypatch, TWO_GPUS)
+    assert e2e.run(Pins.load(), checks.GPU_E2E)
+    result = registry.read(clone.results, "gpu-e2e")
+    assert result is not None and result.ok
+    assert result.tree == registry.fork_tree(clone.fork)
+    assert result.counts == {"passed": 1}
+    assert result.data["args"] == list(ARGS)
+    assert result.data["runs"] == {
+        "series": {"outcomes": {NODE: "passed"}, "exit_status": 0},
+        "without-resolution": {"outcomes": {NODE: "failed"}, "exit_status": 1},
+    }
+    assert "1 passed, 1 deselected" in result.excerpts["series"]
+    assert "has no attribute 'ANY'" in result.excerpts["without-resolution"]
+    for log in ("e2e-series.log", "e2e-without-resolution.log"):
+        assert NODE in (clone.logs / log).read_text()
+
+    reverted = result.data["reverted"]
     assert PATCH_1 in reverted and PLANNING in reverted and UTILS in reverted
+    fork, tree = clone.fork, clone.trees / e2e.TREE
     changed = git(tree, "status", "--porcelain").stdout.splitlines()
     assert sorted(changed) == [f" M {PLANNING}", f" M {UTILS}"]
     assert (tree / PLANNING).read_text() == "def plan():\n    pass\n"
@@ -137,25 +154,6 @@ def test_only_patch_1s_hunks_of_the_resolution_are_reverted(clone):
     so = tree / "vllm" / "_C.abi3.so"
     assert so.is_symlink() and so.resolve() == (fork / "vllm" / "_C.abi3.so")
     assert e2e.without_resolution(fork, tree) == reverted  # again, from scratch
-
-
-def test_both_runs_are_recorded_for_the_forks_tree(clone, tmp_path, monkeypatch):
-    fake_gpus(tmp_path, monkeypatch, TWO_GPUS)
-    assert e2e.run(Pins.load(), checks.GPU_E2E)
-    result = registry.read(clone.results, "gpu-e2e")
-    assert result is not None and result.ok
-    assert result.tree == registry.fork_tree(clone.fork)
-    assert result.counts == {"passed": 1}
-    assert result.data["args"] == list(ARGS)
-    assert PATCH_1 in result.data["reverted"]
-    assert result.data["runs"] == {
-        "series": {"outcomes": {NODE: "passed"}, "exit_status": 0},
-        "without-resolution": {"outcomes": {NODE: "failed"}, "exit_status": 1},
-    }
-    assert "1 passed, 1 deselected" in result.excerpts["series"]
-    assert "has no attribute 'ANY'" in result.excerpts["without-resolution"]
-    for log in ("e2e-series.log", "e2e-without-resolution.log"):
-        assert NODE in (clone.logs / log).read_text()
 
 
 @pytest.mark.parametrize(

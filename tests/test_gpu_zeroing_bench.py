@@ -53,16 +53,13 @@ def load_script():
 
 
 def test_extract_takes_the_kernel_with_its_decorator_and_the_zeroer():
-    code = load_script().extract(UTILS)
+    script = load_script()
+    code = script.extract(UTILS)
     assert code.startswith("@triton.jit\ndef _zero_kv_blocks_kernel(")
     assert "class KVBlockZeroer:" in code
     assert "unrelated" not in code
     compile(code, "extracted", "exec")
-
-
-def test_extract_names_what_is_missing():
-    script = load_script()
-    with pytest.raises(script.SourceError, match="KVBlockZeroer"):
+    with pytest.raises(script.SourceError, match="KVBlockZeroer"):  # named
         script.extract(UTILS.split("class KVBlockZeroer")[0])
 
 
@@ -72,18 +69,20 @@ def test_extract_reads_the_fork():
     assert "_zero_kv_blocks_kernel[grid](" in code
 
 
-def carried(tmp_path: Path) -> Path:
+def carried(tmp_path: Path, utils: str) -> Path:
     folder = tmp_path / "carry"
     folder.mkdir()
-    (folder / "utils.py").write_text(UTILS)
+    (folder / "utils.py").write_text(utils)
     meta = {"tree": "0" * 40, "base_version": "0.33.0"}
     (folder / "source.json").write_text(json.dumps(meta))
     return folder
 
 
-def fake_package(root: Path, name: str, body: str) -> None:
-    (root / name).mkdir(parents=True)
-    (root / name / "__init__.py").write_text(body)
+def fake_packages(tmp_path: Path, fakes: dict[str, str]) -> Path:
+    for name, body in fakes.items():
+        (tmp_path / "fakes" / name).mkdir(parents=True)
+        (tmp_path / "fakes" / name / "__init__.py").write_text(body)
+    return tmp_path / "fakes"
 
 
 def run_script(cwd: Path, fakes: Path, *args: str):
@@ -92,44 +91,35 @@ def run_script(cwd: Path, fakes: Path, *args: str):
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
 
 
+NO_TORCH = {"torch": "raise ImportError('no torch here')"}
+NO_TRITON = {"torch": NO_CUDA, "triton": "raise ImportError('no triton here')"}
+NO_GPU = {"torch": NO_CUDA, "triton": ""}
+NO_KERNEL = "def something_else():\n    pass\n"
+
+
 @pytest.mark.parametrize(
-    "fakes, reason",
+    "fakes, utils, status, said",
     [
-        ({"torch": "raise ImportError('no torch here')"}, "torch not installed"),
-        ({"torch": NO_CUDA, "triton": "raise ImportError('no triton here')"},
-         "triton not installed"),
-        ({"torch": NO_CUDA, "triton": ""}, "no CUDA device"),
+        (NO_TORCH, UTILS, 0, "SKIP gpu-zeroing: torch not installed"),
+        (NO_TRITON, UTILS, 0, "SKIP gpu-zeroing: triton not installed"),
+        (NO_GPU, UTILS, 0, "SKIP gpu-zeroing: no CUDA device"),
+        # A source without the kernel is an error, not a skip.
+        (NO_TORCH, NO_KERNEL, 2, "no top-level _zero_kv_blocks_kernel, KVBlockZeroer"),
     ],
-)  # fmt: skip
-def test_skips_with_the_reason_and_writes_nothing(tmp_path, fakes, reason):
-    for name, body in fakes.items():
-        fake_package(tmp_path / "fakes", name, body)
-    results = tmp_path / "results"
-    source = str(carried(tmp_path))
-    run = run_script(
-        tmp_path, tmp_path / "fakes", "run", source, "--results", str(results)
-    )
-    assert run.returncode == 0, run.stderr
-    assert f"SKIP gpu-zeroing: {reason}" in run.stdout
+)
+def test_skips_with_the_reason_and_writes_nothing(tmp_path, fakes, utils, status, said):
+    results, source = tmp_path / "results", carried(tmp_path, utils)
+    fakes = fake_packages(tmp_path, fakes)
+    run = run_script(tmp_path, fakes, "run", str(source), "--results", str(results))
+    assert run.returncode == status, run.stderr
+    assert said in (run.stderr if status else run.stdout)
     assert not results.exists()
 
 
-def test_a_source_without_the_kernel_is_an_error_not_a_skip(tmp_path):
-    fake_package(tmp_path / "fakes", "torch", "raise ImportError('no torch here')")
-    source = carried(tmp_path)
-    (source / "utils.py").write_text("def something_else():\n    pass\n")
-    run = run_script(tmp_path, tmp_path / "fakes", "run", str(source))
-    assert run.returncode == 2
-    assert "no top-level _zero_kv_blocks_kernel, KVBlockZeroer" in run.stderr
-
-
-def test_carry_refuses_what_is_not_a_fork_tree(tmp_path):
+def test_carry_copies_the_forks_file_and_names_its_tree_and_refuses_others(tmp_path):
     run = run_script(tmp_path, tmp_path, "carry", str(tmp_path), str(tmp_path / "c"))
     assert run.returncode == 2
     assert "is not a fork tree" in run.stderr
-
-
-def test_carry_copies_the_forks_file_and_names_its_tree(tmp_path):
     fork = new_repo(tmp_path / "fork", {"vllm/v1/worker/utils.py": UTILS})
     tree = git(fork, "rev-parse", "HEAD^{tree}").stdout.strip()
     dest = tmp_path / "carry"

@@ -38,7 +38,7 @@ def test_a_sync_stopped_in_git_am_leaves_the_fork_as_it_was(ws, monkeypatch, for
         return git(repo, *args, **kwargs)
 
     with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
-        patched.setattr("forktool.am.git", interrupted)
+        patched.setattr("forktool.apply.git", interrupted)
         ws.sync(force=existing)
     if existing:
         assert head(ws.tree) == before and clean(ws.tree)

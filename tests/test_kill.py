@@ -31,9 +31,9 @@ import fork_fixture
 import kill_driver
 import pytest
 from fork_fixture import (
+    amend,
     commit,
     commit_series,
-    edit_series,
     export,
     series_of,
     snapshot,
@@ -73,23 +73,14 @@ class Run:
 
 
 def drive(repo: Path, *words: str, trace: bool = False) -> Run:
-    env = {**os.environ, "TMPDIR": str(repo.parent / "tmp")}
-    if trace:
-        env["FORKTOOL_TRACE_GIT"] = "1"
-    result = subprocess.run(
-        [sys.executable, DRIVER, repo, *words],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    return Run(list(words), result.returncode, result.stdout, result.stderr)
+    proc = start(repo, *words, trace=trace)
+    out, err = proc.communicate()
+    return Run(list(words), proc.returncode, out, err)
 
 
 def start(repo: Path, *words: str, trace: bool = False) -> subprocess.Popen:
     env = {**os.environ, "TMPDIR": str(repo.parent / "tmp")}
-    if trace:
-        env["FORKTOOL_TRACE_GIT"] = "1"
+    env |= {"FORKTOOL_TRACE_GIT": "1"} if trace else {}
     return subprocess.Popen(
         [sys.executable, DRIVER, repo, *words],
         stdin=subprocess.DEVNULL,
@@ -180,18 +171,17 @@ def problems(repo: Path, scenario: Scenario) -> list[str]:
     return found
 
 
-def recover(repo: Path, scenario: Scenario, runs: list[Run]) -> list[str]:
+def after(repo: Path, commands: list[list[str]], runs: list[Run]) -> list[str]:
     """Run what a user runs after the interruption; what went wrong."""
-    found = []
-    for words in scenario.after:
-        run = drive(repo, *words)
-        runs.append(run)
-        if run.rc != 0:
-            found.append(f"`{' '.join(words)}` exited {run.rc}")
-    found += [
+    ran = [drive(repo, *words) for words in commands]
+    runs += ran
+    return [f"`{' '.join(r.words)}` exited {r.rc}" for r in ran if r.rc] + [
         f"traceback in `{' '.join(r.words)}`" for r in runs if "Traceback" in r.err
     ]
-    return found + problems(repo, scenario)
+
+
+def recover(repo: Path, scenario: Scenario, runs: list[Run]) -> list[str]:
+    return after(repo, scenario.after, runs) + problems(repo, scenario)
 
 
 def copy(template: Path, to: Path) -> Path:
@@ -205,39 +195,26 @@ def build(kind: str, workspace) -> Scenario:
     """The template workspace of `kind`."""
     _, patches, own = workspace
     repo = patches.parent
+    series_of(workspace, *SERIES)
+    local = None
     if kind == "first sync":
-        series_of(workspace, *SERIES)
         shutil.rmtree(repo / "build")
-        scenario = Scenario(repo, ["sync"], [["sync"], ["export", "--check"]])
     elif kind == "sync (rebuild)":
-        series_of(workspace, *SERIES)
         # A teammate changed the first patch and added one; the fork is behind.
         theirs = teammate(workspace)
-        edit_series(theirs, "sed -i 1s/^pick/edit/")
-        (theirs / SERIES[0][0]).write_text("PART = 'changed'\n")
-        git(theirs, "commit", "-qa", "--amend", "--no-edit")
-        git(theirs, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+        amend(theirs, 1, SERIES[0][0], "PART = 'changed'\n")
         commit(theirs, "mini/theirs.py", "THEIRS = 1\n", "[Core] A teammate's patch")
         export(theirs, patches)
         commit_series(patches)
         shutil.rmtree(theirs.parent)
-        scenario = Scenario(repo, ["sync"], [["sync"], ["export", "--check"]])
-    elif kind == "sync --force":
-        series_of(workspace, *SERIES)
+    else:  # a commit of the fork's own, which must survive
         commit(own, *LOCAL)
-        scenario = Scenario(
-            repo,
-            ["sync", "--force"],
-            [["sync", "--force"], ["sync"], ["export", "--check"]],
-            local=git_out(own, "rev-parse", "HEAD"),
-        )
-    else:
-        assert kind == "export"
-        series_of(workspace, *SERIES)
-        commit(own, *LOCAL)
-        after = [["export"], ["sync"], ["export", "--check"]]
         local = git_out(own, "rev-parse", "HEAD")
-        scenario = Scenario(repo, ["export"], after, local=local)
+    named = {"export": ["export"], "sync --force": ["sync", "--force"]}
+    words = named.get(kind, ["sync"])
+    after = [words] if local else []
+    after += [["sync"], ["export", "--check"]]
+    scenario = Scenario(repo, words, after, local=local)
     # The command run through, uninterrupted: how many git commands it runs,
     # and patches/ after it.
     reference = copy(repo, repo.parent / "reference")
@@ -255,9 +232,16 @@ def build(kind: str, workspace) -> Scenario:
 KINDS = ["sync --force", "sync (rebuild)", "export", "first sync"]
 
 
-def kill_one(scenario: Scenario, sig: signal.Signals, n: int, where: Path):
+def failure(head: str, found: list[str], runs: list[Run]) -> str:
+    return (
+        f"{head}:\n  " + "\n  ".join(found) + "\n" + "\n".join(r.text() for r in runs)
+    )
+
+
+def kill_one(scenario: Scenario, sig: signal.Signals, n: int, kills: Path):
     """Kill the command at the n-th git command in a copy of the template;
     whether the signal ended it, and what went wrong."""
+    where = kills / f"{sig.name}-{n}"
     repo = copy(scenario.repo, where)
     fired, at, killed = kill_at(repo, scenario.words, sig, n)
     runs = [killed]
@@ -265,11 +249,8 @@ def kill_one(scenario: Scenario, sig: signal.Signals, n: int, where: Path):
     if not found:
         shutil.rmtree(where)
         return fired, None
-    return fired, (
-        f"{sig.name} at git command {n} ({at}) in {where}:\n  "
-        + "\n  ".join(found)
-        + "\n"
-        + "\n".join(r.text() for r in runs)
+    return fired, failure(
+        f"{sig.name} at git command {n} ({at}) in {where}", found, runs
     )
 
 
@@ -285,17 +266,8 @@ def test_killed_at_any_git_command_nothing_is_lost(kind, workspace, tmp_path):
     ]
     started = time.monotonic()
     with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-        done = list(
-            pool.map(
-                lambda job: kill_one(
-                    scenario,
-                    job[0],
-                    job[1],
-                    tmp_path / "kills" / f"{job[0].name}-{job[1]}",
-                ),
-                jobs,
-            )
-        )
+        kill = lambda job: kill_one(scenario, job[0], job[1], tmp_path / "kills")  # noqa: E731
+        done = list(pool.map(kill, jobs))
     fired = {sig.name: 0 for sig in SIGNALS}
     for (sig, _), (hit, _) in zip(jobs, done, strict=True):
         fired[sig.name] += hit
@@ -310,12 +282,12 @@ def test_killed_at_any_git_command_nothing_is_lost(kind, workspace, tmp_path):
     assert min(fired.values()) >= least, fired
 
 
-PAIRS = [
-    ("sync --force", ["sync", "--force"], ["export"]),
-    ("sync --force", ["sync", "--force"], ["sync", "--force"]),
-    ("first sync", ["sync"], ["sync"]),
-    ("export", ["export"], ["export"]),
-]
+PAIRS = {
+    "sync-force+export": ("sync --force", ["sync", "--force"], ["export"]),
+    "sync-force+sync-force": ("sync --force", ["sync", "--force"], ["sync", "--force"]),
+    "first-sync+first-sync": ("first sync", ["sync"], ["sync"]),
+    "export+export": ("export", ["export"], ["export"]),
+}
 
 
 def lost(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
@@ -330,16 +302,9 @@ def lost(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
     return gone
 
 
-IDS = [
-    "sync-force+export",
-    "sync-force+sync-force",
-    "first-sync+first-sync",
-    "export+export",
-]
-
-
-@pytest.mark.parametrize("kind,first,second", PAIRS, ids=IDS)
-def test_two_commands_at_once(kind, first, second, workspace, tmp_path):
+@pytest.mark.parametrize("pair", PAIRS)
+def test_two_commands_at_once(pair, workspace, tmp_path):
+    kind, first, second = PAIRS[pair]
     scenario = build(kind, workspace)
     before = snapshot(scenario.repo / "patches")
     runs_per_pair = 13 if full() else 2
@@ -360,14 +325,7 @@ def test_two_commands_at_once(kind, first, second, workspace, tmp_path):
                 refused += 1
             elif run.rc != 0:
                 found.append(f"`{' '.join(run.words)}` exited {run.rc}")
-        for words in (["sync"], ["export", "--check"]):
-            run = drive(repo, *words)
-            runs.append(run)
-            if run.rc != 0:
-                found.append(f"`{' '.join(words)}` exited {run.rc}")
-        found += [
-            f"traceback in `{' '.join(r.words)}`" for r in runs if "Traceback" in r.err
-        ]
+        found += after(repo, [["sync"], ["export", "--check"]], runs)
         found += [f"lost {name}" for name in lost(before, snapshot(repo / "patches"))]
         own = repo / "build" / "mini"
         if scenario.local:
@@ -375,12 +333,7 @@ def test_two_commands_at_once(kind, first, second, workspace, tmp_path):
             if not refs:
                 found.append(f"local commit {scenario.local[:12]} on no branch")
         if found:
-            failures.append(
-                f"run {i} in {where}:\n  "
-                + "\n  ".join(found)
-                + "\n"
-                + "\n".join(r.text() for r in runs)
-            )
+            failures.append(failure(f"run {i} in {where}", found, runs))
         else:
             shutil.rmtree(where)
     print(

@@ -19,9 +19,8 @@ PACKAGES = ("forktool", "evidence")
 SERIES_WORKFLOW = ("sync", "export", "backups", "journal")
 """What `sync`, `export` and `backups` run; their imports are the workflow."""
 NOT_IN_WORKFLOW = (
-    *("pytest_runner", "pytest_outcomes", "pytest_report", "pytest_affinity"),
-    *("venv", "venv_check"),
-    *("venv_probe", "venv_lock", "uv", "hfcache"),
+    *("pytest_runner", "pytest_report", "pytest_affinity"),
+    *("venv", "venv_probe", "venv_lock", "uv", "hfcache"),
     *("checks", "tool_checks", "prepare"),
 )
 """The pytest runner, the registry of checks and the environment."""
@@ -112,25 +111,30 @@ def test_no_module_imports_a_command_module():
     assert not wrong, "command modules imported:\n" + "\n".join(wrong)
 
 
-def _reached(roots: list[str]) -> dict[str, list[str]]:
-    """Each module the roots import, transitively (parent packages too, which
-    Python runs first), with the chain of imports that reaches it."""
-    chains = {root: [root] for root in roots}
-    todo = list(roots)
+def _chains(roots: list[str], parents: bool = True) -> dict[str, list[str]]:
+    """Each module the roots import, transitively (with `parents`, parent
+    packages too, which Python runs first), with the chain of imports that
+    reaches it; a root reached again has its cycle under its own name."""
+    chains: dict[str, list[str]] = {}
+    todo = [[root] for root in roots]
     while todo:
-        name = todo.pop(0)
-        parent = name.rpartition(".")[0]
-        for nxt in [*GRAPH[name], *([parent] if parent in MODULES else [])]:
+        chain = todo.pop(0)
+        parent = chain[-1].rpartition(".")[0]
+        nexts = [
+            *GRAPH[chain[-1]],
+            *([parent] if parents and parent in MODULES else []),
+        ]
+        for nxt in nexts:
             if nxt not in chains:
-                chains[nxt] = [*chains[name], nxt]
-                todo.append(nxt)
+                chains[nxt] = [*chain, nxt]
+                todo.append(chains[nxt])
     return chains
 
 
 def test_the_series_workflow_imports_no_runner_environment_or_evidence():
     named = {f"forktool.{m}" for m in (*SERIES_WORKFLOW, *NOT_IN_WORKFLOW)}
     assert named <= set(MODULES), f"no such modules: {sorted(named - set(MODULES))}"
-    chains = _reached([f"forktool.{m}" for m in SERIES_WORKFLOW])
+    chains = _chains([f"forktool.{m}" for m in SERIES_WORKFLOW])
     banned = [f"forktool.{m}" for m in NOT_IN_WORKFLOW]
     wrong = [
         f"{where(chain[-2], name)} (via {' -> '.join(chain)})"
@@ -141,25 +145,10 @@ def test_the_series_workflow_imports_no_runner_environment_or_evidence():
     assert not wrong, "the series workflow imports:\n" + "\n".join(wrong)
 
 
-def _cycle(start: str) -> list[str] | None:
-    """A path of imports from `start` back to itself, if there is one."""
-    chains = {start: [start]}
-    todo = [start]
-    while todo:
-        name = todo.pop(0)
-        for nxt in GRAPH[name]:
-            if nxt == start:
-                return [*chains[name], start]
-            if nxt not in chains:
-                chains[nxt] = [*chains[name], nxt]
-                todo.append(nxt)
-    return None
-
-
 def test_no_import_cycles():
     cycles = {}
     for name in MODULES:
-        cycle = _cycle(name)
+        cycle = _chains([name], parents=False).get(name)
         if cycle and frozenset(cycle) not in cycles:
             edges = [where(a, b) for a, b in zip(cycle, cycle[1:], strict=False)]
             cycles[frozenset(cycle)] = " -> ".join(cycle) + ": " + "; ".join(edges)

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from evidence.cpu_selection import compare, needs_base, only, shards
 from evidence.matrix import (
     base_problems,
     drop_fork_tests_before_their_patch,
@@ -13,7 +14,6 @@ from evidence.matrix import (
     may_fail_in,
     table,
 )
-from evidence.suite import compare, needs_base, only, shards
 from forktool.process import ForkToolError
 from forktool.pytest_runner import Result
 from forktool.selection import Selection
@@ -39,11 +39,9 @@ ON_FORK = result(same="passed", flaky="failed", old_bug="error", gpu="skipped",
 BASE_IDS = set(ids("same", "flaky", "old_bug", "gpu", "gpu_passes", "removed"))
 
 
-def test_the_base_runs_only_what_does_not_pass_on_the_fork_and_it_has():
-    assert needs_base(ON_FORK, BASE_IDS) == ids("flaky", "old_bug", "gpu", "gpu_passes")
-
-
 def test_each_test_that_does_not_pass_on_the_fork_is_classified():
+    """The base runs only what does not pass on the fork and it has too."""
+    assert needs_base(ON_FORK, BASE_IDS) == ids("flaky", "old_bug", "gpu", "gpu_passes")
     on_base = result(
         flaky="passed", old_bug="failed", gpu="skipped", gpu_passes="passed"
     )
@@ -57,17 +55,12 @@ def test_each_test_that_does_not_pass_on_the_fork_is_classified():
     assert PRE_EXISTING in comparison.report()
 
 
-def test_failures_the_base_shares_are_printed_but_pass():
+def test_failures_the_base_shares_pass_and_one_it_did_not_report_is_new():
     on_fork = result(same="passed", old_bug="failed", gpu="skipped")
     comparison = same_tests(on_fork, result(old_bug="failed", gpu="skipped"))
-    assert comparison.ok
-    assert comparison.report() == [PRE_EXISTING]
-
-
-def test_a_failure_the_base_did_not_report_is_new():
+    assert comparison.ok and comparison.report() == [PRE_EXISTING]
     comparison = same_tests(result(old_bug="failed"), Result())
-    assert comparison.new == ids("old_bug")
-    assert not comparison.ok
+    assert comparison.new == ids("old_bug") and not comparison.ok
 
 
 def test_a_failure_that_passes_when_run_again_on_the_fork_is_flaky_not_new():

@@ -27,8 +27,7 @@ from evidence.pr import make as pr
 from forktool import checks
 from forktool.checks import CheckResult, all_checks
 from forktool.process import ForkToolError, git
-from forktool.pytest_outcomes import Result
-from forktool.pytest_runner import Runner
+from forktool.pytest_runner import Result, Runner
 
 
 class Kit:
@@ -106,10 +105,6 @@ def test_renders_the_kit_from_a_results_set(kit):
     assert (kit.out / "preimages.pack").stat().st_size > 0
 
 
-def over_budget(kit, monkeypatch):
-    monkeypatch.setattr(description, "LINE_BUDGET", 20)
-
-
 REFUSED = {  # what is done first, the make_kit options, what the refusal says
     "a missing result": (lambda kit, mp: (kit.store / "pre-commit.json").unlink(),
                          {}, ["pre-commit: no result; run `python3 -m forktool test`"]),
@@ -121,8 +116,9 @@ REFUSED = {  # what is done first, the make_kit options, what the refusal says
                 ["forktool setup.*forktool test"]),
     "a signer without a name": (lambda kit, mp: None,
                                 {"signer": "jane@example.com"}, ["Name <email>"]),
-    "a description over the line budget": (over_budget, {},
-                                           [r"has \d+ lines, more than 20"]),
+    "a description over the line budget": (
+        lambda kit, mp: mp.setattr(description, "LINE_BUDGET", 20), {},
+        [r"has \d+ lines, more than 20"]),
 }  # fmt: skip
 
 

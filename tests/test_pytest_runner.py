@@ -4,19 +4,23 @@ exception and message, progress, the cache; no vLLM."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 
 import pytest
-from evidence_fixture import new_repo
-from venv_link import link_venv
+from evidence_fixture import link_venv, new_repo
 
-from evidence import matrix, suite
+from evidence import cpu_selection, matrix
 from forktool import process, pytest_runner
-from forktool.pytest_outcomes import Progress, Result, read_report
-from forktool.pytest_runner import Runner, report_args, report_env, run_pytest
+from forktool.pytest_runner import (
+    Result,
+    Runner,
+    progress,
+    read_report,
+    report_args,
+    report_env,
+)
 from forktool.selection import Selection
 
 # Imported under its own name, pytest would collect it as a test.
@@ -42,15 +46,15 @@ RECORDS = [
 
 
 @pytest.mark.parametrize(
-    "records, progress",
+    "records, seconds, line",
     [
-        (RECORDS, Progress(done=5, failed=3, total=7)),
-        (RECORDS[:6], Progress(done=2, failed=1, total=7)),  # under way
-        ([], Progress(done=0, failed=0, total=None)),  # before collection
+        (RECORDS, 125.7, "5/7 tests done, 3 failed, 2 min 05 s"),
+        (RECORDS[:6], 60, "2/7 tests done, 1 failed, 1 min 00 s"),  # under way
+        ([], 3, "0 tests done, 0 failed, 0 min 03 s"),  # before collection
     ],
 )
-def test_progress_counts_each_test_once(records, progress):
-    assert Progress.of(records) == progress
+def test_progress_counts_each_test_once(records, seconds, line):
+    assert progress(records, seconds) == line
 
 
 def test_outcomes_keep_a_teardown_error_and_a_collection_error():
@@ -70,12 +74,6 @@ def test_a_report_line_still_being_written_is_left_out(tmp_path):
     assert read_report(tmp_path / "none.jsonl") == []
 
 
-def test_progress_line():
-    line = Progress(done=40, failed=1, total=300).line(125.7)
-    assert line == "40/300 tests done, 1 failed, 2 min 05 s"
-    assert Progress(0, 0, None).line(3) == "0 tests done, 0 failed, 0 min 03 s"
-
-
 TESTS = """\
 import pytest
 class TestKind:
@@ -89,10 +87,15 @@ class TestKind:
 def broken():
     raise RuntimeError("fixture broke")
 @pytest.fixture
+def gone():
+    import not_a_module_here
+@pytest.fixture
 def untidy():
     yield
     raise ValueError("teardown broke")
 def test_setup(broken):
+    pass
+def test_gone(gone):
     pass
 def test_teardown(untidy):
     pass
@@ -106,20 +109,32 @@ def test_said():
     assert False, "no block reused"
 def test_raise():
     {}["key"]
+def test_attr():
+    object().zeroing
+def test_keyword():
+    dict.fromkeys(resolved=1)
+def test_positional():
+    pytest.approx()
+def test_raises():
+    with pytest.raises(ValueError):
+        pass
 """
-
-
-IN_TESTS = {  # each test of TESTS: its outcome and the exception it raised
-    "TestKind::test_param[1]": ("failed", "AssertionError"),
-    "TestKind::test_param[a b]": ("passed", None),
-    "TestKind::test_param[c::d]": ("passed", None),
-    "TestKind::TestInner::test_deep": ("passed", None),
-    "test_setup": ("error", "RuntimeError"),
-    "test_teardown": ("error", "ValueError"),
-    "test_skip": ("skipped", None),
-    "test_xfail": ("skipped", None),
-    "test_said": ("failed", "AssertionError"),
-    "test_raise": ("failed", "KeyError"),
+IN_TESTS = {  # each test of TESTS: its outcome, its exception, a missing API?
+    "TestKind::test_param[1]": ("failed", "AssertionError", False),
+    "TestKind::test_param[a b]": ("passed", None, False),
+    "TestKind::test_param[c::d]": ("passed", None, False),
+    "TestKind::TestInner::test_deep": ("passed", None, False),
+    "test_setup": ("error", "RuntimeError", False),
+    "test_gone": ("error", "ModuleNotFoundError", True),
+    "test_teardown": ("error", "ValueError", False),
+    "test_skip": ("skipped", None, False),
+    "test_xfail": ("skipped", None, False),
+    "test_said": ("failed", "AssertionError", False),
+    "test_raise": ("failed", "KeyError", False),
+    "test_attr": ("failed", "AttributeError", True),
+    "test_keyword": ("failed", "TypeError", True),
+    "test_positional": ("failed", "TypeError", True),
+    "test_raises": ("failed", "Failed", False),
 }
 
 
@@ -135,13 +150,21 @@ def pytest_in(tmp_path: Path, files: dict[str, str], *args: str) -> list[dict]:
     return read_report(out)
 
 
-def test_each_test_under_its_node_id_with_its_outcome(tmp_path):
-    records = pytest_in(tmp_path, {"tests/test_t.py": TESTS}, "tests")
-    result = Result.of(records)
-    t = "tests/test_t.py::"
-    assert result.outcomes == {t + test: o for test, (o, _) in IN_TESTS.items()}
-    raised = {t + test: kind for test, (_, kind) in IN_TESTS.items() if kind}
-    assert result.exceptions() == raised
+def test_each_test_under_its_node_id_with_its_outcome_and_exception(tmp_path, runner):
+    """The exception pytest caught (kept in the cache too), and whether it
+    is one of an API the base lacks."""
+    tree = tiny_tree(tmp_path / "tree", TESTS)
+    args, t = ("tests/test_x.py",), "tests/test_x.py::"
+    result = runner.run(tree, args, "t", expected=args)
+    assert result.outcomes == {t + test: o for test, (o, _, _) in IN_TESTS.items()}
+    raised = {t + test: kind for test, (_, kind, _) in IN_TESTS.items() if kind}
+    for found in (result, runner.run(tree, args, "t", expected=args)):
+        assert found.exceptions() == raised
+    assert found.cached
+    for test, (_, kind, missing) in IN_TESTS.items():
+        if kind:
+            reason = result.reasons[t + test]
+            assert matrix.missing_api(kind, reason) is missing, reason
     assert result.reasons[f"{t}test_skip"] == "Need 2 GPUs"
     assert result.reasons[f"{t}test_xfail"] == "xfail: known"
     assert result.reasons[f"{t}test_setup"] == "RuntimeError: fixture broke"
@@ -149,10 +172,10 @@ def test_each_test_under_its_node_id_with_its_outcome(tmp_path):
     assert "no block reused" in result.reasons[f"{t}test_said"]
     assert "assert 1 != 1" in result.reasons[f"{t}TestKind::test_param[1]"]
     assert 'raise RuntimeError("fixture broke")' in result.tails[f"{t}test_setup"]
-    assert records[0] == {"event": "collected", "count": 10}
+    records = read_report(tmp_path / "logs" / "t.jsonl")
+    assert records[0] == {"event": "collected", "count": len(IN_TESTS)}
     assert records[-1] == {"event": "finish", "exitstatus": 1}
-    calls = [r for r in records if r.get("when") == "call"]
-    assert all(r["duration"] >= 0 for r in calls)
+    assert all(r["duration"] >= 0 for r in records if r.get("when") == "call")
 
 
 def test_a_collection_error_is_an_error_of_its_module(tmp_path):
@@ -170,25 +193,10 @@ def test_collect_only_lists_the_ids_after_deselection(tmp_path):
     records = pytest_in(tmp_path, files, "--collect-only", "-q", deselect, "tests")
     collected = [r for r in records if r["event"] == "collected"]
     ids = collected[0]["ids"]
-    assert len(ids) == collected[0]["count"] == 9
+    assert len(ids) == collected[0]["count"] == len(IN_TESTS) - 1
     assert "tests/test_t.py::TestKind::test_param[c::d]" in ids
     assert "tests/test_t.py::test_skip" not in ids
     assert not Result.of(records).outcomes
-
-
-def test_run_pytest_reads_the_report_and_writes_the_log(tmp_path, capsys):
-    (tmp_path / "test_one.py").write_text("def test_one():\n    assert 1 == 2\n")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    log = tmp_path / "logs" / "one.log"
-    session = run_pytest(
-        [*cmd, "test_one.py"], tmp_path, env_for(tmp_path / "hf"), log, "one"
-    )
-    assert session.status == 1
-    assert session.result().outcomes == {"test_one.py::test_one": "failed"}
-    assert session.result().reasons["test_one.py::test_one"] == "assert 1 == 2"
-    assert "1 failed" in log.read_text()
-    assert "[one] " in capsys.readouterr().out
-    assert json.loads(json.dumps(session.result().data()))["outcomes"]
 
 
 @pytest.fixture
@@ -200,9 +208,9 @@ def runner(tmp_path, monkeypatch) -> Runner:
     return Runner(venv, tmp_path / "fixtures", tmp_path / "hf", {}, tmp_path / "logs")
 
 
-def tiny_tree(path: Path, text: str, name: str = "test_x.py") -> Path:
-    """A committed tree holding tests/<name>."""
-    return new_repo(path, {f"tests/{name}": text})
+def tiny_tree(path: Path, text: str) -> Path:
+    """A committed tree holding tests/test_x.py."""
+    return new_repo(path, {"tests/test_x.py": text})
 
 
 PINS = """\
@@ -225,28 +233,24 @@ def test_a_test_pinning_the_process_to_one_cpu_leaves_the_next_on_all(tmp_path, 
     assert set(result.outcomes.values()) == {"passed"}, result.reasons
 
 
-def test_bytecode_is_written_outside_the_tree(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as this user may have it
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    (tree / "module.py").write_text("X = 1\n")
-    env = env_for(tmp_path / "hf", tmp_path / "pycache")
-    process.run([sys.executable, "-c", "import module"], cwd=tree, env=env)
-    assert not (tree / "__pycache__").exists()
-    assert [p.name for p in (tmp_path / "pycache").rglob("module.*.pyc")]
-
-
-def test_importing_humming_starts_no_cuda_build(tmp_path):
+def test_bytecode_goes_outside_the_tree_and_humming_starts_no_cuda_build(
+    tmp_path, monkeypatch
+):
     """humming, which vLLM's model runner imports, would start its CUDA
     builds in processes a thread of this name waits for."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as this user may have it
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "module.py").write_text("X = 1\n")
     code = (
-        "import threading, humming.ops.utils, humming.utils.nvrtc\n"
+        "import module, threading, humming.ops.utils, humming.utils.nvrtc\n"
         "print(*(thread.name for thread in threading.enumerate()))"
     )
-    env = env_for(tmp_path / "hf")
-    run = process.run([sys.executable, "-c", code], cwd=tmp_path, env=env)
+    env = env_for(tmp_path / "hf", tmp_path / "pycache")
+    run = process.run([sys.executable, "-c", code], cwd=tmp_path / "tree", env=env)
     assert "MainThread" in run.stdout
     assert "humming-bg-build-reaper" not in run.stdout
+    assert not (tmp_path / "tree" / "__pycache__").exists()
+    assert [p.name for p in (tmp_path / "pycache").rglob("module.*.pyc")]
 
 
 def test_runner_collects_runs_reports_progress_and_caches(
@@ -304,44 +308,8 @@ def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(tmp_path, run
     assert found.data["reasons"] == {"tests/test_x.py::test_e2e": "Need 2 GPUs"}
 
 
-RAISED = {  # test -> the exception it fails with, and whether that is a missing API
-    "assert": ("assert [] == [1]", "AssertionError", False),
-    "said": ("assert False, 'no block reused'", "AssertionError", False),
-    "attr": ("object().zeroing", "AttributeError", True),
-    "keyword": ("dict.fromkeys(resolved=1)", "TypeError", True),
-    "positional": ("pytest.approx()", "TypeError", True),
-    "raises": ("with pytest.raises(ValueError):\n        pass", "Failed", False),
-    "setup": (None, "ModuleNotFoundError", True),
-}
-
-
-def test_each_failure_names_its_exception_and_a_missing_api_is_told_apart(
-    tmp_path, runner
-):
-    """The exception pytest caught, kept in the cache too."""
-    body = "".join(
-        f"def test_{name}():\n    {code}\n\n"
-        for name, (code, _, _) in RAISED.items()
-        if code
-    )
-    tree = tiny_tree(
-        tmp_path / "tree",
-        "import pytest\n\n"
-        "@pytest.fixture\ndef gone():\n    import not_a_module_here\n\n"
-        f"{body}def test_setup(gone):\n    pass\n\n"
-        "def test_pass():\n    pass\n",
-    )
-    result = runner.run(tree, ("tests/test_x.py",), "e")
-    x = "tests/test_x.py::test_"
-    for found in (result, runner.run(tree, ("tests/test_x.py",), "e")):
-        assert found.exceptions() == {f"{x}{t}": k for t, (_, k, _) in RAISED.items()}
-    for test, (_, kind, missing) in RAISED.items():
-        reason = result.reasons[f"{x}{test}"]
-        assert matrix.missing_api(kind, reason) is missing, reason
-
-
 def test_the_fork_failures_are_run_again_and_the_base_where_needed(tmp_path, runner):
-    """suite._compared with real runs: the fork's failures again, and the
+    """cpu_selection._compared with real runs: the fork's failures again, and the
     base the tests that did not pass on the fork."""
     once = tmp_path / "failed-once"
     tests = (
@@ -357,7 +325,7 @@ def test_the_fork_failures_are_run_again_and_the_base_where_needed(tmp_path, run
     args = ("tests/test_x.py",)
     on_fork = runner.run(fork, args, "run")
     both = (list(on_fork.outcomes), set(on_fork.outcomes))
-    ok, data = suite._compared(fork, base, runner, "run", args, both, on_fork)
+    ok, data = cpu_selection._compared(fork, base, runner, "run", args, both, on_fork)
     x = "tests/test_x.py::"
     assert not ok
     assert (data["new"], data["pre_existing"], data["flaky"]) == (
@@ -365,4 +333,4 @@ def test_the_fork_failures_are_run_again_and_the_base_where_needed(tmp_path, run
         [f"{x}test_old_bug"],
         [f"{x}test_flaky"],
     )
-    assert data["base"]["rerun"] == 3  # beside the fork's, not knowing the flaky
+    assert data["base"]["rerun"] == 3  # with the fork's rerun, not knowing the flaky

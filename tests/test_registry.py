@@ -22,8 +22,7 @@ from forktool.pins import Pins
 from forktool.process import ForkToolError
 
 SAMPLE = """
-from forktool.checks import TEST, Check
-from forktool.checks import Measured
+from forktool.checks import TEST, Check, Measured
 
 def measure(ctx):
     print("the sample check ran")
@@ -69,6 +68,10 @@ def wait_for(done, what: str, seconds: float = 30) -> None:
         time.sleep(0.05)
 
 
+def check(name: str, measure, **how) -> checks.Check:
+    return checks.Check(name, name, checks.TEST, measure, **how)
+
+
 def test_a_check_added_as_one_entry_runs_in_test_and_renders_in_pr(
     clone, ctx, tmp_path, monkeypatch, capsys
 ):
@@ -105,25 +108,24 @@ def test_an_entry_gating_test_without_a_measure_fails_at_import(tmp_path, monkey
 
 
 def test_two_checks_of_one_name_are_refused(monkeypatch):
-    twice = checks.Check("ruff", "again", checks.TEST, lambda ctx: None)  # type: ignore
-    module = argparse.Namespace(CHECKS=(twice,))
+    module = argparse.Namespace(CHECKS=(check("ruff", lambda ctx: None),))
     monkeypatch.setitem(sys.modules, "twice_checks", module)
     monkeypatch.setattr(checks, "REGISTERED", (*checks.REGISTERED, "twice_checks"))
     with pytest.raises(ForkToolError, match="two checks have the name ruff"):
-        checks.registry()
+        checks.all_checks()
 
 
-def test_a_check_alongside_runs_beside_the_others_and_is_recorded(
+def test_a_background_check_runs_while_the_others_run_and_is_recorded(
     clone, ctx, tmp_path, capsys
 ):
-    started = tmp_path / "started"  # only a check running beside writes it
+    started = tmp_path / "started"  # only a check in the background writes it
 
     def in_turn(ctx):
-        wait_for(started.exists, "the other check did not run beside")
+        wait_for(started.exists, "the other check did not run in the background")
         return Measured(True)
 
-    def beside(ctx):
-        print("said beside")
+    def background(ctx):
+        print("said in the background")
         started.touch()
         return Measured(True, {"found": 3})
 
@@ -131,53 +133,45 @@ def test_a_check_alongside_runs_beside_the_others_and_is_recorded(
         raise RuntimeError("a bug in a check")
 
     ran = [
-        checks.Check("in-turn", "in turn", checks.TEST, in_turn),
-        checks.Check("beside", "beside", checks.TEST, beside, alongside=True),
-        checks.Check("broken", "broken", checks.TEST, broken, alongside=True),
+        check("in-turn", in_turn),
+        check("background", background, background=True),
+        check("broken", broken, background=True),
     ]
     assert run_checks(ctx, ran, checks.TEST, 0.0) == 1
     out = capsys.readouterr().out
-    assert out.index("=== in turn ===") < out.index("said beside")
+    assert out.index("=== in-turn ===") < out.index("said in the background")
     assert "RuntimeError: a bug in a check" in out
     assert f"broken ended with status 1: see {clone.logs / 'broken.out'}" in out
-    beside_result = checks.read(clone.results, "beside")
-    assert beside_result and beside_result.ok and beside_result.counts == {"found": 3}
-    broken_result = checks.read(clone.results, "broken")
-    assert broken_result and not broken_result.ok
+    found = checks.read(clone.results, "background")
+    assert found and found.ok and found.counts == {"found": 3}
+    assert not checks.read(clone.results, "broken").ok  # type: ignore[union-attr]
 
 
-def test_a_check_alongside_ends_with_its_processes_when_another_raises(
+def test_a_background_check_ends_with_its_processes_when_another_raises(
     clone, ctx, tmp_path
 ):
     pid_file = tmp_path / "sleeper"
 
-    def beside(ctx):
+    def background(ctx):
         sleeper = subprocess.Popen(["sleep", "60"])
         pid_file.write_text(str(sleeper.pid))
         sleeper.wait()
         return Measured(True)
 
     def raising(ctx):
-        wait_for(pid_file.exists, "the check beside did not start")
+        wait_for(pid_file.exists, "the background check did not start")
         raise ForkToolError("a check found bad input")
 
-    ran = [
-        checks.Check("beside", "beside", checks.TEST, beside, alongside=True),
-        checks.Check("raising", "raising", checks.TEST, raising),
-    ]
+    ran = [check("background", background, background=True), check("r", raising)]
     with pytest.raises(ForkToolError, match="bad input"):
         run_checks(ctx, ran, checks.TEST, 0.0)
     ended = Path(f"/proc/{pid_file.read_text()}")
-    wait_for(  # Z: ended, not yet reaped by its parent
-        lambda: not ended.exists() or "Z" in _state(ended),
-        "the check's process outlived the tool",
-        10,
-    )
+    wait_for(lambda: _ended(ended), "the check's process outlived the tool", 10)
 
 
-def _state(proc: Path) -> str:
-    """The process's state letter."""
+def _ended(proc: Path) -> bool:
+    """Gone, or ended and not yet reaped by its parent (state Z)."""
     try:
-        return (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        return (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except (FileNotFoundError, IndexError):
-        return "Z"
+        return True

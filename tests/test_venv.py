@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from forktool import venv, venv_lock
+from forktool import prepare, venv, venv_lock
 from forktool.__main__ import main
 from forktool.layout import LAYOUT, Layout
 from forktool.pins import Pins
 from forktool.process import ForkToolError
-from forktool.venv_check import self_check
 
 
 def test_the_committed_lock_is_current_for_the_pins():
@@ -125,7 +124,9 @@ SELF_CHECK = {  # wheels (name, files), the lock's names, imports, counts, print
 def test_the_self_check_names_each_problem_of_a_venv(tmp_path, capsys, case):
     wheels, locked, imports, counts, said = SELF_CHECK[case]
     python = make_venv(tmp_path, *(wheel(tmp_path, *w) for w in wheels))
-    found = self_check(python, lock_of(tmp_path, *locked), dict(os.environ), imports)
+    found = prepare.self_check(
+        python, lock_of(tmp_path, *locked), dict(os.environ), imports
+    )
     printed = capsys.readouterr().out
     keys = ("distributions", "clashing files", "failed imports", "problems")
     assert found.counts == dict(zip(keys, counts, strict=True))
@@ -141,14 +142,14 @@ def test_a_venv_whose_python_cannot_run_the_self_check_is_an_error_line(tmp_path
     broken.chmod(0o755)
     lock_file = lock_of(tmp_path, "fine")
     with pytest.raises(ForkToolError, match="exit status 127") as failed:
-        self_check(str(broken), lock_file, dict(os.environ), ())
+        prepare.self_check(str(broken), lock_file, dict(os.environ), ())
     assert f"remove {tmp_path / 'venv'} and run `python3 -m forktool install`" in str(
         failed.value
     )
     assert "no such interpreter" in str(failed.value)
     broken.unlink()  # a venv whose interpreter is gone
     with pytest.raises(ForkToolError, match="does not run"):
-        self_check(str(broken), lock_file, dict(os.environ), ())
+        prepare.self_check(str(broken), lock_file, dict(os.environ), ())
 
 
 def test_each_clone_has_its_own_venv_and_env_names_it(tmp_path, monkeypatch, capsys):

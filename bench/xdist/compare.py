@@ -2,7 +2,7 @@
 (issue 23, item 3), on one run of vLLM's CPU selection, in one process.
 
 A: the collected ids dealt in turn to two pytest processes run at once, as
-   `test` runs the selection on the fork (evidence/suite.py `shards`).
+   `test` runs the selection on the fork (evidence/cpu_selection.py `shards`).
 B: one pytest over the same ids with `-p xdist -n 2 --dist load`, with
    PYTHONPATH=<site> (pytest-xdist and execnet are installed there, outside
    the locked venv; arm A runs without it, so xdist is not importable there).
@@ -35,12 +35,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from evidence.suite import options, shards  # noqa: E402
+from evidence.cpu_selection import options, shards  # noqa: E402
 from forktool.layout import LAYOUT  # noqa: E402
 from forktool.prepare import vllm_runner  # noqa: E402
 from forktool.process import git  # noqa: E402
-from forktool.pytest_outcomes import Result  # noqa: E402
-from forktool.pytest_runner import Runner, run_pytest, test_env  # noqa: E402
+from forktool.pytest_runner import Result, Runner, run_pytest, test_env  # noqa: E402
 from forktool.selection import Selection  # noqa: E402
 from forktool.venv import python  # noqa: E402
 

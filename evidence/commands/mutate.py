@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from evidence import mutate
 from evidence.checks import MUTANTS
-from forktool import checks
-from forktool.checks import Measured, record
+from evidence.mutation import mutation_testing
+from forktool.checks import fork_tree, record
 from forktool.commands.command import Command
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
@@ -17,23 +16,16 @@ from forktool.safety import ensure_safe
 from forktool.selection import Selection
 
 
-def measure() -> Measured:
-    """The check `mutants`, as `test` runs it after the regression matrix."""
-    return mutate.mutation_testing(
-        LAYOUT.fork,
-        LAYOUT.trees,
-        vllm_runner(LAYOUT.venv),
-        Selection.load(LAYOUT.selection),
-        LAYOUT.results,
-    )
-
-
 def run(pins: Pins, args: argparse.Namespace) -> int:
     require_setup("mutate")
     ensure_safe(LAYOUT.fork, "mutate")  # the outcomes name the fork's HEAD tree
     start = time.monotonic()
-    found = measure()
-    tree = checks.fork_tree(LAYOUT.fork)
+    selection = Selection.load(LAYOUT.selection)
+    runner = vllm_runner(LAYOUT.venv)
+    found = mutation_testing(
+        LAYOUT.fork, LAYOUT.trees, runner, selection, LAYOUT.results
+    )
+    tree = fork_tree(LAYOUT.fork)
     record(MUTANTS, found, time.monotonic() - start, pins.version, tree)
     print(f"wrote {LAYOUT.results / MUTANTS.name}.json")
     return 0 if found.ok else 1

@@ -7,24 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evidence import checks
-from evidence.pr.fork_checks import fork_checks_section
-from evidence.pr.sections import (
-    NOT_MEASURED,
-    Found,
-    before_block,
-    bench_block,
-    e2e_row,
-    gpu_block,
-    gpu_command,
-    matrix_evidence,
-    one_line,
-    other_rows,
-    precommit_block,
-    reflow,
-    regression_rows,
-    spaced_tables,
-    suite_rows,
-)
+from evidence.pr import sections
+from evidence.pr.sections import NOT_MEASURED, Found
 from forktool.process import ForkToolError
 
 TEMPLATE = ".github/PULL_REQUEST_TEMPLATE.md"
@@ -40,14 +24,10 @@ class Facts:
 
     tree: str
     base_version: str
-    patches: list[str]
-    """Each patch's subject, in order."""
-    signer: str | None
-    """The submitter `--signoff` re-signed the kit's series for, if any."""
-    neutral: str
-    """The identity the patches carry in this repository."""
-    runners: str = ""
-    """"Runners assessed" from REVIEW.md, if the repository has one."""
+    patches: list[str]  # each patch's subject, in order
+    signer: str | None  # the submitter `--signoff` re-signed the kit's series for
+    neutral: str  # the identity the patches carry in this repository
+    runners: str = ""  # "Runners assessed" from REVIEW.md, if it has one
 
 
 def measured_on(found: Found, facts: Facts) -> str:
@@ -56,12 +36,8 @@ def measured_on(found: Found, facts: Facts) -> str:
     when = f"on {dates[0]}" if dates else "(no results)"
     if dates and dates[-1] != dates[0]:
         when = f"between {dates[0]} and {dates[-1]}"
-    failing = sorted(r.check for r in measured if not r.ok)
-    verdict = (
-        f"\n\n**Checks that failed on this tree: {', '.join(failing)}.**"
-        if failing
-        else ""
-    )
+    failing = ", ".join(sorted(r.check for r in measured if not r.ok))
+    verdict = f"\n\n**Checks that failed on this tree: {failing}.**" if failing else ""
     return (
         f"Measured on the fork tree `{facts.tree[:12]}` (vLLM "
         f"{facts.base_version} + the {len(facts.patches)} patches) by "
@@ -76,16 +52,16 @@ def validation(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
     table = [
         f"| Check | vLLM {facts.base_version} | This series |",
         "| --- | --- | --- |",
-        *regression_rows(matrix),
-        *suite_rows(found[checks.UPSTREAM_SELECTION]),
-        e2e_row(found[checks.GPU_ONLY], found.get(checks.GPU_E2E), prose),
-        *other_rows(found),
+        *sections.regression_rows(matrix),
+        *sections.suite_rows(found[checks.UPSTREAM_SELECTION]),
+        sections.e2e_row(found[checks.GPU_ONLY], found.get(checks.GPU_E2E), prose),
+        *sections.other_rows(found),
     ]
     parts = [
         measured_on(found, facts),
         "\n".join(table) + "\n",
-        before_block(matrix),
-        gpu_command(found[checks.GPU_ONLY]),
+        sections.before_block(matrix),
+        sections.gpu_command(found[checks.GPU_ONLY]),
         f"Each test at each patch, tracebacks, pre-commit's hooks, the CI steps "
         "that run the E2E test, and the fork's own checks (stand-in stages, "
         f"planner fuzz, override patterns, mutants): `{EVIDENCE}` of the PR kit.",
@@ -97,37 +73,68 @@ def evidence(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
     """evidence.md: everything the description leaves out, in full."""
     matrix = found[checks.REGRESSION_MATRIX]
     impact = found[checks.CI_IMPACT]
-    runners = facts.runners or reflow(prose["runners"])
+    runners = facts.runners or sections.reflow(prose["runners"])
     parts = [
         f"# Evidence: {prose['title']}\n",
         "## Validation in full\n",
         measured_on(found, facts),
-        matrix_evidence(matrix),
-        precommit_block(found[checks.PRE_COMMIT]),
+        sections.matrix_evidence(matrix),
+        sections.precommit_block(found[checks.PRE_COMMIT]),
         "### CI impact: the Buildkite steps that run the E2E test\n\n"
-        + (spaced_tables(impact.data["report"]).strip() if impact else NOT_MEASURED)
+        + (
+            sections.spaced_tables(impact.data["report"]).strip()
+            if impact
+            else NOT_MEASURED
+        )
         + "\n",
-        gpu_block(found[checks.GPU_ONLY], found.get(checks.GPU_E2E), prose),
-        bench_block(found[checks.BENCH], prose),
+        sections.gpu_block(found[checks.GPU_ONLY], found.get(checks.GPU_E2E), prose),
+        sections.bench_block(found[checks.BENCH], prose),
         fork_checks_section(found),
         f"### Runners assessed\n\n{runners}\n",
     ]
     return "\n".join(part for part in parts if part).rstrip() + "\n"
 
 
+def fork_checks_section(found: Found) -> str:
+    """The fork's own checks: what upstream would not merge and a reviewer
+    cannot rerun from the PR branch (this repository's fork_tests/, the planner
+    fuzz, the override patterns, mutation testing), in a collapsed section of
+    their own, with the commands that run them."""
+    matrix = found[checks.REGRESSION_MATRIX]
+    what = "Stand-in stages and workers, copies of the decision (`fork_tests/`)"
+    rows = [f"| `fork_tests/` | {NOT_MEASURED} | {NOT_MEASURED} |"]
+    if matrix:
+        rows = sections.matrix_table_rows(matrix.data["columns"], what, True)
+    table = [
+        "| Check | Base | This series |",
+        "| --- | --- | --- |",
+        *rows,
+        sections.fuzz_row(found[checks.PLANNER_FUZZ], found[checks.FUZZ_CATCHES_BASE]),
+        sections.overrides_row(found[checks.OVERRIDES]),
+    ]
+    body = [
+        "These run from the fork's repository, against vLLM as released and "
+        "the series applied to it; they are not part of this PR.\n",
+        "\n".join(table) + "\n",
+        sections.fence(sections.COMMANDS) + "\n",
+        sections.mutants_block(found[checks.MUTANTS]),
+        sections.overrides_block(found[checks.OVERRIDES]),
+    ]
+    summary = "The fork's own checks (not in this PR), and how to run them"
+    return sections.collapsed(summary, "\n".join(part for part in body if part)) + "\n"
+
+
 def details(prose: dict[str, Any], facts: Facts) -> str:
-    parts = []
-    for key, title in (
-        ("root_cause", "Root cause"),
-        ("design", "Design"),
-        ("trade_offs", "Trade-offs"),
-        ("out_of_tree", "Compatibility"),
-        ("limitations", "Limitations"),
-    ):
-        parts.append(f"### {title}\n\n{reflow(prose[key])}\n")
+    titles = {"root_cause": "Root cause", "design": "Design",
+              "trade_offs": "Trade-offs", "out_of_tree": "Compatibility",
+              "limitations": "Limitations"}  # fmt: skip
+    parts = [
+        f"### {title}\n\n{sections.reflow(prose[key])}\n"
+        for key, title in titles.items()
+    ]
     patches = "\n".join(f"{i}. {s}" for i, s in enumerate(facts.patches, 1))
     parts.append(f"### The patches\n\n{patches}\n")
-    parts.append(f"### AI assistance\n\n{reflow(prose['ai_assistance'])}\n")
+    parts.append(f"### AI assistance\n\n{sections.reflow(prose['ai_assistance'])}\n")
     if facts.signer is None:
         parts.append(
             "**Sign-off still to do.** The commits carry the fork's neutral "
@@ -140,16 +147,18 @@ def details(prose: dict[str, Any], facts: Facts) -> str:
 
 def overview(prose: dict[str, Any]) -> str:
     related = "; ".join(
-        f"#{pr['number']} {one_line(pr['how'])}" for pr in prose["related"]
+        f"#{pr['number']} {sections.one_line(pr['how'])}" for pr in prose["related"]
     )
-    return f"{reflow(prose['summary'])}\n\nRelated, none a duplicate: {related}."
+    return (
+        f"{sections.reflow(prose['summary'])}\n\nRelated, none a duplicate: {related}."
+    )
 
 
-def fill(template: str, sections: dict[str, str], ticked: list[str]) -> str:
+def fill(template: str, bodies: dict[str, str], ticked: list[str]) -> str:
     """The template with each section's placeholder replaced and the true boxes
     of its checklist ticked. A section or box the template lacks is an error."""
     out = template
-    for heading, body in sections.items():
+    for heading, body in bodies.items():
         pattern = re.compile(
             rf"^## {re.escape(heading)}[ \t]*\n+<!--.*?-->", re.M | re.S
         )
@@ -170,20 +179,17 @@ def fill(template: str, sections: dict[str, str], ticked: list[str]) -> str:
 
 
 def render(
-    template: str,
-    prose: dict[str, Any],
-    found: Found,
-    facts: Facts,
+    template: str, prose: dict[str, Any], found: Found, facts: Facts
 ) -> tuple[str, str]:
     """description.md, within LINE_BUDGET lines, and evidence.md."""
-    claims = "\n".join(f"- {one_line(claim)}" for claim in prose["claims"])
-    sections = {
+    claims = "\n".join(f"- {sections.one_line(claim)}" for claim in prose["claims"])
+    bodies = {
         "Overview": overview(prose),
         "Claims": claims,
         "Validation": validation(found, facts, prose),
         "Details": details(prose, facts),
     }
-    description = fill(template, sections, prose["checklist_ticked"])
+    description = fill(template, bodies, prose["checklist_ticked"])
     lines = len(description.splitlines())
     if lines > LINE_BUDGET:
         raise ForkToolError(

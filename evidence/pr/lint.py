@@ -7,9 +7,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from evidence.precommit_config import CONFIG, substitute
+from evidence.precommit import PreCommit, load_config
+from evidence.precommit_config import CONFIG
 from evidence.precommit_install import ensure_precommit, precommit_requirement
-from evidence.precommit_runner import PreCommit, file_tags, load_yaml, on_files
 from forktool.process import ForkToolError, git
 
 
@@ -23,18 +23,15 @@ def markdownlint(fork: Path, description: str) -> None:
     headings are level 2) disabled instead, and leaves out the checklist
     footer, which is the template's own text.
     """
-
     bin_dir = ensure_precommit(precommit_requirement(fork))
-    config_path = fork / CONFIG
-    config = substitute(load_yaml(bin_dir, config_path), config_path.read_text())
     hooks = [
         {**hook, "args": [a for a in hook.get("args", []) if a != "--fix"]}
-        for repo in config["repos"]
+        for repo in load_config(bin_dir, fork)["repos"]
         for hook in repo["hooks"]
         if hook["id"] == "markdownlint-cli2"
     ]
     if len(hooks) != 1:
-        raise ForkToolError(f"{config_path} has {len(hooks)} markdownlint-cli2 hooks")
+        raise ForkToolError(f"{fork / CONFIG} has {len(hooks)} markdownlint-cli2 hooks")
     text = description.replace(
         "<!-- markdownlint-disable -->", "<!-- markdownlint-disable MD041 -->", 1
     )
@@ -53,13 +50,10 @@ def markdownlint(fork: Path, description: str) -> None:
         (repo / "description.md").write_text(text)
         git(repo, "init", "-q")
         git(repo, "add", "-A")
-        config_file = Path(tmp, "config.json")
-        lint_config = {"repos": [{"repo": "local", "hooks": hooks}]}
-        config_file.write_text(json.dumps(lint_config))
-        pre_commit = PreCommit(bin_dir, repo, config_file, Path(tmp, "log"))
-        files = ["description.md"]
-        tags = file_tags(bin_dir, repo, files)
-        outcome = on_files(pre_commit, lint_config, hooks[0], files, tags)
+        config = Path(tmp, "config.json")
+        config.write_text(json.dumps({"repos": [{"repo": "local", "hooks": hooks}]}))
+        pre_commit = PreCommit(bin_dir, repo, config, Path(tmp, "log"))
+        outcome = pre_commit.run_hook(hooks[0], "--files", "description.md")
     if outcome.status != "PASS":
         raise ForkToolError(
             f"the description fails vLLM's markdownlint; nothing was written:\n"

@@ -65,10 +65,9 @@ def review_runners(review: Path) -> str:
     """The "Runners assessed" section of REVIEW.md, if it has one."""
     if not review.exists():
         return ""
+    text = review.read_text()
     found = re.search(
-        r"^#+ [^\n]*[Rr]unners[^\n]*\n(.*?)(?=^#+ |\Z)",
-        review.read_text(),
-        re.M | re.S,
+        r"^#+ [^\n]*[Rr]unners[^\n]*\n(.*?)(?=^#+ |\Z)", text, re.M | re.S
     )
     return found[1].strip() if found else ""
 
@@ -94,8 +93,7 @@ def make_kit(
     if not (fork / ".git").exists():
         raise ForkToolError(
             f"no fork tree at {fork} and so no results to render; run "
-            f"`{SETUP}` and `{TEST}` first. "
-            "Nothing was written."
+            f"`{SETUP}` and `{TEST}` first. Nothing was written."
         )
     name, email = parseaddr(signer or "")
     if signer is not None and not (name and "@" in email):
@@ -103,32 +101,16 @@ def make_kit(
     tree = checks.fork_tree(fork)
     found = load_results(store, tree, allow_partial)
     prose = load_prose(prose_file)
-    subjects = series_subjects(fork)
     facts = Facts(
-        tree,
-        version,
-        subjects,
-        signer,
-        neutral,
-        review_runners(review),
+        tree, version, series_subjects(fork), signer, neutral, review_runners(review)
     )
     template = git(fork, "show", f"HEAD:{TEMPLATE}").stdout
     description, evidence = render(template, prose, found, facts)
     lint(fork, description)
     lint(fork, evidence)
     head = resign(fork, signer, neutral, prose["ai_trailer"]) if signer else "HEAD"
-    write_kit(
-        fork,
-        out,
-        {"description.md": description, "evidence.md": evidence},
-        prose["title"],
-        head,
-        signer or neutral,
-        f"v{version}",
-        prose["branch"],
-        tests,
-    )
-    missing = sorted(check.name for check, got in found.items() if got is None)
-    return f"wrote {out}" + (
-        f" ({NOT_MEASURED}: {', '.join(missing)})" if missing else ""
-    )
+    documents = {"description.md": description, "evidence.md": evidence}
+    write_kit(fork, out, documents, prose["title"], head, signer or neutral,
+              f"v{version}", prose["branch"], tests)  # fmt: skip
+    missing = ", ".join(sorted(c.name for c, got in found.items() if got is None))
+    return f"wrote {out}" + (f" ({NOT_MEASURED}: {missing})" if missing else "")

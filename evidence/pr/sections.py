@@ -12,10 +12,11 @@ from collections import Counter
 from typing import Any
 
 from evidence import bench
+from evidence.precommit import NO_FILES
 from forktool.checks import Check, CheckResult
+from forktool.pytest_runner import OUTCOMES
 
 NOT_MEASURED = "not measured"
-OUTCOMES = ("passed", "failed", "error", "skipped")
 HOOK_STATUS = {"PASS": "passed", "FAIL": "failed", "SKIPPED": "skipped"}
 
 Found = dict[Check, CheckResult | None]
@@ -46,6 +47,10 @@ def counts_text(counts: dict[str, int]) -> str:
     return ", ".join(parts) or "nothing ran"
 
 
+def outcome_text(outcomes: dict[str, str]) -> str:
+    return counts_text(Counter(outcomes.values())) if outcomes else ""
+
+
 def fence(text: str) -> str:
     """`text` as a code block whose fence no line of it can close."""
     ticks = "`" * max([3, *(len(m) + 1 for m in re.findall(r"`{3,}", text))])
@@ -66,6 +71,13 @@ def collapsed(summary: str, body: str) -> str:
     return f"<details>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>"
 
 
+def _outcomes(column: dict[str, Any], fork_tests: bool) -> dict[str, str]:
+    """A matrix column's outcomes: of this repository's fork_tests/, or (not
+    `fork_tests`) of the series' tests."""
+    outcomes = column["outcomes"].items()
+    return {t: o for t, o in outcomes if t.startswith("fork_tests/") == fork_tests}
+
+
 def regression_rows(matrix: CheckResult | None) -> list[str]:
     """The series' regression tests on the base's code and at the series' head,
     counted over the same tests on both sides; then each patch."""
@@ -73,9 +85,9 @@ def regression_rows(matrix: CheckResult | None) -> list[str]:
     if matrix is None:
         return [f"| {what} | {NOT_MEASURED} | {NOT_MEASURED} |"]
     columns = matrix.data["columns"]
-    head = max(c for c in columns if c != "base+tests")
-    base = _series_outcomes(columns["base+tests"])
-    series = _series_outcomes(columns[head])
+    base, series = (
+        _outcomes(columns[c], False) for c in ("base+tests", _head(columns))
+    )
     both = {test: series[test] for test in base if test in series}
     rows = [
         f"| {what} ({len(base)} on both sides) | {outcome_text(base)} "
@@ -87,14 +99,6 @@ def regression_rows(matrix: CheckResult | None) -> list[str]:
             f"| {outcome_text(only)} |"
         )
     return [*rows, at_each_patch(columns, fork_tests=False)]
-
-
-def _series_outcomes(column: dict[str, Any]) -> dict[str, str]:
-    return {
-        test: outcome
-        for test, outcome in column["outcomes"].items()
-        if not test.startswith("fork_tests/")
-    }
 
 
 def before_block(matrix: CheckResult | None) -> str:
@@ -129,38 +133,32 @@ def matrix_evidence(matrix: CheckResult | None) -> str:
     return "\n".join(parts)
 
 
+def _head(columns: dict[str, Any]) -> str:
+    return max(c for c in columns if c != "base+tests")
+
+
+def _counted(column: dict[str, Any], fork_tests: bool) -> str:
+    return counts_text(Counter(_outcomes(column, fork_tests).values()))
+
+
 def matrix_table_rows(
     columns: dict[str, Any], what: str, fork_tests: bool
 ) -> list[str]:
     """Base against the series' head, then each patch (bisectable), for the
     series' tests or (`fork_tests`) this repository's fork_tests/."""
-    head = max(c for c in columns if c != "base+tests")
-    return [
-        f"| {what} | {counts_text(_column_counts(columns['base+tests'], fork_tests))}"
-        f" | {counts_text(_column_counts(columns[head], fork_tests))} |",
-        at_each_patch(columns, fork_tests),
-    ]
+    base, head = (
+        _counted(columns[c], fork_tests) for c in ("base+tests", _head(columns))
+    )
+    return [f"| {what} | {base} | {head} |", at_each_patch(columns, fork_tests)]
 
 
 def at_each_patch(columns: dict[str, Any], fork_tests: bool) -> str:
     at_each = "; ".join(
-        f"{c}: {counts_text(_column_counts(columns[c], fork_tests))}"
+        f"{c}: {_counted(columns[c], fork_tests)}"
         for c in sorted(columns)
         if c != "base+tests"
     )
     return f"| The same, at each patch (bisectable) | — | {at_each} |"
-
-
-def _column_counts(
-    column: dict[str, Any], fork_tests: bool | None = None
-) -> dict[str, int]:
-    """Outcome counts of a matrix column: all tests, or (`fork_tests`) only
-    those of this repository's fork_tests/, or (not `fork_tests`) only the series'."""
-    counts: dict[str, int] = {}
-    for test, outcome in column["outcomes"].items():
-        if fork_tests is None or test.startswith("fork_tests/") == fork_tests:
-            counts[outcome] = counts.get(outcome, 0) + 1
-    return counts
 
 
 def suite_rows(suite: CheckResult | None) -> list[str]:
@@ -196,45 +194,31 @@ def base_cell(base: dict[str, Any]) -> str:
     )
 
 
-def outcome_text(outcomes: dict[str, str]) -> str:
-    counts = Counter(outcomes.values())
-    return ", ".join(f"{counts[o]} {o}" for o in OUTCOMES if counts[o])
-
-
 def other_rows(found: Found) -> list[str]:
     """The rows the registry's checks give themselves (`Check.pr_row`)."""
     return [check.pr_row(got) for check, got in found.items() if check.pr_row]
 
 
+def _hook_counts(hooks: CheckResult) -> str:
+    counts = hooks.counts
+    return ", ".join(
+        f"{counts[s]} {w}" for s, w in HOOK_STATUS.items() if counts.get(s)
+    )
+
+
 def precommit_row(hooks: CheckResult | None) -> str:
     """vLLM's pre-commit on the files the series changes."""
-    return (
-        "| vLLM pre-commit on the files the series changes | — | "
-        + (
-            ", ".join(
-                f"{hooks.counts[s]} {word}"
-                for s, word in HOOK_STATUS.items()
-                if hooks.counts.get(s)
-            )
-            if hooks
-            else NOT_MEASURED
-        )
-        + " |"
-    )
+    cell = _hook_counts(hooks) if hooks else NOT_MEASURED
+    return f"| vLLM pre-commit on the files the series changes | — | {cell} |"
 
 
 def checkers_row(checkers: CheckResult | None) -> str:
     """vLLM's own CI checkers on the steps the series changes."""
-    return (
-        "| vLLM's CI checkers (test tethering, step keys) | — | "
-        + (
-            f"{checkers.counts.get('passed', 0)} passed, "
-            f"{checkers.counts.get('failed', 0)} failed"
-            if checkers
-            else NOT_MEASURED
-        )
-        + " |"
-    )
+    cell = NOT_MEASURED
+    if checkers:
+        counts = checkers.counts
+        cell = f"{counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed"
+    return f"| vLLM's CI checkers (test tethering, step keys) | — | {cell} |"
 
 
 def precommit_block(hooks: CheckResult | None) -> str:
@@ -245,13 +229,9 @@ def precommit_block(hooks: CheckResult | None) -> str:
     for hook, status, detail in hooks.data["hooks"]:
         why = f": {detail}" if status == "SKIPPED" and detail else ""
         rows.append(f"| `{hook}` | {HOOK_STATUS.get(status, status)}{why} |")
-        if status == "SKIPPED" and detail != "no files to check":
+        if status == "SKIPPED" and detail != NO_FILES:
             cannot_run.append(f"`{hook}`")
-    counts = ", ".join(
-        f"{hooks.counts[s]} {word}"
-        for s, word in HOOK_STATUS.items()
-        if hooks.counts.get(s)
-    )
+    counts = _hook_counts(hooks)
     messages = hooks.data["messages"]
     bad = [m for m in messages if m[2] == "FAIL"]
     return (
@@ -292,12 +272,10 @@ def gpu_command(gpu: CheckResult | None) -> str:
     """How to run the E2E test on a machine with two GPUs, from the PR branch."""
     if gpu is None:
         return ""
-    args = shlex.join(gpu.data["args"])
+    command = fence(f"python -m pytest {shlex.join(gpu.data['args'])} -v -s")
     return (
         "The E2E test, on two GPUs (dummy weights; the model's config and "
-        "tokenizer come from the Hub):\n\n"
-        + fence(f"python -m pytest {args} -v -s")
-        + "\n"
+        f"tokenizer come from the Hub):\n\n{command}\n"
     )
 
 
@@ -357,3 +335,93 @@ def bench_block(measured: CheckResult | None, prose: dict[str, Any]) -> str:
         if name != "goals":
             lines.append(collapsed(name, fence(text)) + "\n")
     return "\n".join(lines)
+
+
+# --- the fork's own checks (description.fork_checks_section) ------------------
+
+COMMANDS = """\
+git clone <this fork's repository> && cd <it>
+python3 -m forktool setup    # the regression matrix, fork_tests/ included
+python3 -m forktool test     # everything below, and what the table above shows
+python3 -m forktool mutate   # mutation testing alone"""
+
+
+def fuzz_row(fuzz: CheckResult | None, caught: CheckResult | None) -> str:
+    on_base = on_series = NOT_MEASURED
+    if caught:
+        found = "found" if caught.ok else "NOT found"
+        on_base = f"{caught.counts.get('violations', 0)} invariant violations ({found})"
+    if fuzz:
+        on_series = counts_text(fuzz.counts)
+    what = "Differential planner fuzz (Hypothesis), invariants of the fix"
+    return f"| {what} | {on_base} | {on_series} |"
+
+
+def overrides_row(overrides: CheckResult | None) -> str:
+    cells = [
+        outcome_text(overrides.data[tree]) if overrides else NOT_MEASURED
+        for tree in ("base", "fork")
+    ]
+    return (
+        "| Out-of-tree overrides of `needs_kv_cache_zeroing` (replace, wrap "
+        f"`fget`, `__dict__` lookup) | {' | '.join(cells)} |"
+    )
+
+
+def overrides_block(overrides: CheckResult | None) -> str:
+    if overrides is None:
+        return ""
+    what = "Out-of-tree override checks, vLLM as released against this series"
+    table = fence(f"$ {overrides.command}\n{overrides.data['table']}")
+    return collapsed(what, table) + "\n"
+
+
+def _cell(text: str) -> str:
+    """`text` for a Markdown table cell."""
+    return one_line(text).replace("|", "\\|") or "—"
+
+
+def mutants_block(mutants: CheckResult | None) -> str:
+    """Mutation testing of the series' added lines: the counts, and each
+    mutant in a collapsed table."""
+    title = "Mutation testing of the lines and hunks the series adds"
+    if mutants is None:
+        return f"{title}: {NOT_MEASURED}.\n"
+    rows = mutants.data.get("mutants")
+    if rows is None:  # it could not run (the selection failed unmutated)
+        why = one_line(mutants.excerpts.get("error", "")) or "no mutants recorded"
+        return f"{title}: did not run: {why}\n"
+    if any("kind" not in row for row in rows):
+        again = f"run `{mutants.command}`"
+        return f"{title}: recorded without who killed each mutant; {again}.\n"
+    tally = Counter(row["kind"] for row in rows)
+    fork_only = [r for r in rows if r["kind"] == "killed (fork tests only)"]
+    gpu_only = sorted({(r["file"], r["line"], r["gpu_only"]) for r in fork_only})
+    gpu_only = [(file, line, why) for file, line, why in gpu_only if why]
+    table = [
+        "| File:line | Mutation | Outcome | Killed by (or why equivalent) |",
+        "| --- | --- | --- | --- |",
+        *(
+            f"| `{row['file']}:{row['line']}` | {_cell(row['mutation'])} | "
+            f"{row['kind']} | {_cell(row['detail'])} |"
+            for row in rows
+        ),
+    ]
+    unreachable = "".join(
+        f" `{file}:{line}` is killed only by the fork tests: {reason}."
+        for file, line, reason in gpu_only
+    )
+    return (
+        f"{title}: each line the series adds under `vllm/`, mutated one plausible "
+        "mistake at a time (`and`/`or` and their operands, comparisons, "
+        "constants, a pair's element, an added term halved, deleted statements "
+        "and guards, replaced return values), and each hunk of the series "
+        "reverted alone, against the series' regression tests, then the "
+        f"fork's own checks: {len(rows)} mutants, "
+        f"{tally['killed (series)']} killed by the series' regression tests, "
+        f"{tally['killed (fork tests only)']} only by the fork tests, "
+        f"{tally['survived']} survived, "
+        f"{tally['equivalent']} equivalent (no test can tell them apart; "
+        f"each with its reason).{unreachable} Measured by `{mutants.command}` on "
+        f"{mutants.date}.\n\n" + collapsed("Each mutant", "\n".join(table)) + "\n"
+    )

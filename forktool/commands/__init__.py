@@ -11,63 +11,32 @@ from typing import Any
 
 from forktool.commands.command import Command
 
-COMMANDS: dict[str, tuple[str, str]] = {
-    "sync": (
-        "forktool.commands.sync",
-        "materialise build/vllm: base + series, or bring it up to date",
-    ),
-    "export": (
-        "forktool.commands.export",
-        "write build/vllm's commits back to patches/",
-    ),
-    "backups": (
-        "forktool.commands.backups",
-        "list (or --prune) the backup/<time> branches sync and sync --force leave",
-    ),
-    "lock": ("forktool.commands.lock", "resolve venv.lock from pins.toml"),
-    "install": (
-        "forktool.commands.install",
-        "make build/.venv exactly venv.lock, install the fork, self-check it",
-    ),
-    "setup": (
-        "forktool.commands.setup",
-        "sync, install, show the fork, run the regression matrix",
-    ),
-    "test": (
-        "forktool.commands.test",
-        "everything setup does, plus every check CI runs",
-    ),
-    "env": (
-        "forktool.commands.env",
-        "print the shell lines for the fork's environment",
-    ),
-    "run": ("forktool.commands.run", "run a command in the fork's environment"),
-    "cache": (
-        "forktool.commands.cache",
-        "list (and remove) downloads and uv builds no clone uses",
-    ),
-    "pr": (
-        "evidence.commands.pr",
-        "write build/pr/: PR description, series, apply-to-vllm.sh",
-    ),
-    "bench": (
-        "evidence.commands.bench",
-        "scheduler cost per step, fork against base (CPU)",
-    ),
-    "mutate": (
-        "evidence.commands.mutate",
-        "mutation testing of the lines the series adds under vllm/",
-    ),
-    "e2e": (
-        "evidence.commands.e2e",
-        "the GPU end-to-end test, on the series and without its resolution (2 GPUs)",
-    ),
+COMMANDS = {
+    "sync": "materialise build/vllm: base + series, or bring it up to date",
+    "export": "write build/vllm's commits back to patches/",
+    "backups": "list (or --prune) the backup/<time> branches sync and sync --force "
+    "leave",
+    "lock": "resolve venv.lock from pins.toml",
+    "install": "make build/.venv exactly venv.lock, install the fork, self-check it",
+    "setup": "sync, install, show the fork, run the regression matrix",
+    "test": "everything setup does, plus every check CI runs",
+    "env": "print the shell lines for the fork's environment",
+    "run": "run a command in the fork's environment",
+    "cache": "list (and remove) downloads and uv builds no clone uses",
+    "pr": "write build/pr/: PR description, series, apply-to-vllm.sh",
+    "bench": "scheduler cost per step, fork against base (CPU)",
+    "mutate": "mutation testing of the lines the series adds under vllm/",
+    "e2e": "the GPU end-to-end test, on the series and without its resolution (2 GPUs)",
 }
+"""Each command's one-line help; its module is forktool.commands.<name>, or
+evidence.commands.<name> for the PR evidence's."""
+EVIDENCE = ("pr", "bench", "mutate", "e2e")
 
 
 def command(name: str) -> Command:
     """The command `name`, its module imported."""
-    command: Command = importlib.import_module(COMMANDS[name][0]).COMMAND
+    package = "evidence" if name in EVIDENCE else "forktool"
+    command: Command = importlib.import_module(f"{package}.commands.{name}").COMMAND
     return command
 
 
@@ -95,7 +64,7 @@ def parser(description: str | None, argv: list[str]) -> argparse.ArgumentParser:
         dest="command_name", metavar="<command>", required=True, parser_class=_Strict
     )
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
-    for name, (_, help) in COMMANDS.items():
+    for name, help in COMMANDS.items():
         if name != chosen:
             sub.add_parser(name, help=help, allow_abbrev=False)
             continue

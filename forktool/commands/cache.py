@@ -4,25 +4,18 @@ from __future__ import annotations
 
 import argparse
 import shutil
-from pathlib import Path
 
 from forktool.commands.command import Command
 from forktool.pins import Pins
-from forktool.venv import register_clone, size, stale, users
-
-
-def grouped(used: dict[Path, list[Path]]) -> dict[tuple[Path, ...], list[Path]]:
-    """The paths each set of clones uses: each path listed once, each set of
-    clones (those on the same pins) named once."""
-    groups: dict[tuple[Path, ...], list[Path]] = {}
-    for path, clones in used.items():
-        groups.setdefault(tuple(clones), []).append(path)
-    return groups
+from forktool.venv import register_clone, stale, users
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
     register_clone()
-    groups = grouped(users(pins))
+    # Each set of clones (those on the same pins) named once, over its paths.
+    groups: dict[tuple, list] = {}
+    for path, using in users(pins).items():
+        groups.setdefault(tuple(using), []).append(path)
     for clones, paths in groups.items():
         print(f"in use by {', '.join(map(str, clones))}:")
         print("".join(f"    {path}\n" for path in paths), end="")
@@ -30,7 +23,10 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
         print("nothing in the cache is in use")
     old = stale(pins)
     for path in old:
-        print(f"{'removing' if args.remove else 'stale'}  {path}  {size(path)} bytes")
+        alone = path.is_file() or path.is_symlink()
+        files = [path] if alone else path.rglob("*")
+        size = sum(p.lstat().st_size for p in files if not p.is_dir())
+        print(f"{'removing' if args.remove else 'stale'}  {path}  {size} bytes")
         if args.remove:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     if not old:

@@ -29,7 +29,7 @@ COMMAND = Command(
     "added lines (after the regression matrix), the GPU-only tests "
     "(collected, skipped here), vLLM's CI checkers and pre-commit, the CI "
     "impact report, the out-of-tree override checks and the planner fuzz, "
-    "and beside them all, in a process of its own, vLLM's CPU selection on "
+    "and in a background process all the while, vLLM's CPU selection on "
     "the fork (the pristine base runs only what does not pass there); prints "
     "a summary with each phase's time. Refuses what "
     "sync refuses, and, naming them, when programs it runs are missing (README, "

@@ -1,13 +1,14 @@
-"""Upstream's CPU selection on the fork, and its collected test ids against
-the pristine base's; the base runs only the tests that do not pass on the
-fork, to tell a failure the series brings from one the base already has.
-The series may add passing tests but must not lose any.
+"""vLLM's CPU selection (upstream's own `[[run]]`s) on the fork against the
+pristine base: its collected test ids on both, and its outcomes on the fork;
+the base runs only the tests that do not pass on the fork, to tell a failure
+the series brings from one the base already has. The series may add passing
+tests but must not lose any.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,23 +19,20 @@ from forktool.process import BASE_TAG, ForkToolError
 from forktool.pytest_runner import Result, Runner
 from forktool.selection import Selection
 
+SHARDS = 2
+"""Processes the selection is dealt to, one a core of this machine; each
+imports vLLM and collects the tests of its share, so one more costs a
+minute of CPU."""
+
 
 @dataclass(frozen=True)
 class Comparison:
-    """Upstream's selection on the fork against the same selection on the base."""
-
-    added: list[str]
-    """Collected on the fork only: tests the series adds."""
-    lost: list[str]
-    """Collected on the base only: tests the series removes."""
-    new: list[str]
-    """Fail on the fork, not on the base (or the base lacks them)."""
-    pre_existing: list[str]
-    """Fail on the fork and on the base alike."""
-    skipped: list[str]
-    """Pass on the base, skipped on the fork."""
-    flaky: list[str] = field(default_factory=list)
-    """Failed on the fork, then passed when run there again."""
+    added: list[str]  # collected on the fork only: tests the series adds
+    lost: list[str]  # collected on the base only: tests the series removes
+    new: list[str]  # fail on the fork, not on the base (or the base lacks them)
+    pre_existing: list[str]  # fail on the fork and on the base alike
+    skipped: list[str]  # pass on the base, skipped on the fork
+    flaky: list[str] = field(default_factory=list)  # failed, then passed again
 
     @property
     def ok(self) -> bool:
@@ -95,49 +93,6 @@ def options(args: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(a for a in args if not a.startswith("tests/"))
 
 
-SHARDS = 2
-"""Processes the selection is dealt to, one a core of this machine; each
-imports vLLM and collects the tests of its share, so one more costs a
-minute of CPU."""
-
-
-def _in_shards(
-    fork: Path, runner: Runner, opts: tuple[str, ...], ids: list[str], label: str
-) -> Result:
-    """The tests `ids` on the fork in SHARDS processes side by side."""
-    with ThreadPoolExecutor(max_workers=SHARDS) as pool:
-        running = [
-            pool.submit(runner.run, fork, (*opts, *part), f"{label}-{i}")
-            for i, part in enumerate(shards(ids, SHARDS), 1)
-        ]
-        results = [run.result() for run in running]
-    merged = Result(seconds=max((r.seconds for r in results), default=0.0))
-    merged.cached = bool(results) and all(r.cached for r in results)
-    for result in results:
-        merged.update(result)
-    return merged
-
-
-def _on_fork(
-    fork: Path, runner: Runner, collected: dict[str, tuple[tuple[str, ...], list[str]]]
-) -> dict[str, Result]:
-    """Each run's outcomes on the fork, by name, from its (options, ids).
-
-    Runs with the same options share their processes: each process imports
-    vLLM once, and one run's slow tail does not leave a core idle while the
-    other finishes."""
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for opts, ids in collected.values():
-        groups.setdefault(opts, []).extend(ids)
-    found = {}
-    for n, (opts, ids) in enumerate(groups.items(), 1):
-        found[opts] = _in_shards(
-            fork, runner, opts, list(dict.fromkeys(ids)), f"selection-{n}-fork"
-        )
-        print(f"fork, {' '.join(opts) or 'no options'}: {found[opts].summary()}")
-    return {name: only(found[opts], ids) for name, (opts, ids) in collected.items()}
-
-
 def only(result: Result, ids: list[str]) -> Result:
     """`result`'s outcomes of the tests `ids`."""
     kept = Result(cached=result.cached)
@@ -148,14 +103,38 @@ def only(result: Result, ids: list[str]) -> Result:
     return kept
 
 
-def _collect(
-    fork: Path, base: Path, runner: Runner, name: str, args: tuple[str, ...]
-) -> tuple[list[str], set[str]]:
-    """The ids `args` select on the fork (in order) and on the base."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        on_base = pool.submit(runner.collect, base, args, f"{name}-base-collect")
-        collected = runner.collect(fork, args, f"{name}-fork-collect")
-        return collected, set(on_base.result())
+def _on_fork(
+    fork: Path,
+    runner: Runner,
+    collected: dict[str, tuple[list[str], set[str]]],
+    selection: Selection,
+) -> dict[str, Result]:
+    """Each run's outcomes on the fork, by name, in SHARDS processes side by
+    side. Runs with the same options share their processes: each process
+    imports vLLM once, and one run's slow tail does not leave a core idle
+    while the other finishes."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name, (ids, _) in collected.items():
+        groups.setdefault(options(selection.runs[name]), []).extend(ids)
+    found = {}
+    for n, (opts, ids) in enumerate(groups.items(), 1):
+        with ThreadPoolExecutor(max_workers=SHARDS) as pool:
+            running = [
+                pool.submit(runner.run, fork, (*opts, *part), f"selection-{n}-fork-{i}")
+                for i, part in enumerate(shards(list(dict.fromkeys(ids)), SHARDS), 1)
+            ]
+            results = [run.result() for run in running]
+        merged = found[opts] = Result(
+            seconds=max((r.seconds for r in results), default=0)
+        )
+        merged.cached = bool(results) and all(r.cached for r in results)
+        for result in results:
+            merged.update(result)
+        print(f"fork, {' '.join(opts) or 'no options'}: {merged.summary()}")
+    return {
+        name: only(found[options(selection.runs[name])], ids)
+        for name, (ids, _) in collected.items()
+    }
 
 
 def _compared(
@@ -171,7 +150,6 @@ def _compared(
     base and its outcomes `on_fork`: its failures again, the base where
     needed; whether it is ok, and its data for the results file."""
     fork_ids, base_ids = set(collected[0]), collected[1]
-    opts = options(args)
     print(f"{name}: fork {on_fork.counted()}")
     # A failure under load (a subprocess timeout) is judged only if it
     # fails again on the fork; that and the base run side by side.
@@ -180,7 +158,9 @@ def _compared(
     runs = (("fork-again", fork, failed), ("base", base, rerun))
     with ThreadPoolExecutor(max_workers=2) as pool:
         running = {
-            label: pool.submit(runner.run, tree, (*opts, *ids), f"{name}-{label}")
+            label: pool.submit(
+                runner.run, tree, (*options(args), *ids), f"{name}-{label}"
+            )
             for label, tree, ids in runs
             if ids
         }
@@ -195,54 +175,45 @@ def _compared(
         f"{len(comparison.lost)} only on the base"
     )
     if rerun:
-        print(
-            f"{name}: base, the {len(rerun)} not passing on the fork: "
-            f"{on_base.summary()}"
-        )
+        print(f"{name}: base, the {len(rerun)} not passing on the fork: "
+              f"{on_base.summary()}")  # fmt: skip
     print("\n".join(comparison.report()) or f"{name}: nothing lost, nothing new")
     data = {
         "args": list(args),
-        "fork": {
-            "collected": len(fork_ids),
-            "counts": dict(on_fork.counts()),
-        },
+        "fork": {"collected": len(fork_ids), "counts": dict(on_fork.counts())},
         "base": {
             "collected": len(base_ids),
             "rerun": len(rerun),
             "counts": dict(on_base.counts()),
         },
-        **{k: getattr(comparison, k) for k in ("added", "lost", "new")},
-        "pre_existing": comparison.pre_existing,
-        "flaky": comparison.flaky,
+        **asdict(comparison),
     }
     return comparison.ok and bool(on_fork.outcomes), data
 
 
-def suite_vs_base(layout: Layout, runner: Runner, selection: Selection) -> Measured:
+def cpu_selection(layout: Layout, runner: Runner, selection: Selection) -> Measured:
     """Upstream's CPU selection on the fork, compared with the pristine base."""
     fork = layout.fork
-    # A base of its own: it runs beside the checks that use layout.base_tree.
+    # A base of its own: this check runs in the background of those using
+    # layout.base_tree.
     base = worktree(fork, layout.trees / "selection-base", BASE_TAG)
     ok, collected = True, {}
     for name, args in selection.runs.items():
         try:
-            collected[name] = _collect(fork, base, runner, name, args)
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                on_base = pool.submit(
+                    runner.collect, base, args, f"{name}-base-collect"
+                )
+                on_fork = runner.collect(fork, args, f"{name}-fork-collect")
+                collected[name] = (on_fork, set(on_base.result()))
         except ForkToolError as e:
             print(f"SUITE: {e}")
             ok = False
-    on_fork = _on_fork(
-        fork,
-        runner,
-        {
-            name: (options(selection.runs[name]), ids)
-            for name, (ids, _) in collected.items()
-        },
-    )
+    on_fork_by_run = _on_fork(fork, runner, collected, selection)
     runs = {}
     for name, both in collected.items():
-        args = selection.runs[name]
         fine, runs[name] = _compared(
-            fork, base, runner, name, args, both, on_fork[name]
+            fork, base, runner, name, selection.runs[name], both, on_fork_by_run[name]
         )
         ok = ok and fine
     print(f"upstream selection: {'ok' if ok else 'FAILED'}")

@@ -1,4 +1,5 @@
-"""Where the fork stands against the series, patch by patch.
+"""status: where the fork and the series stand against the last sync or
+export, patch by patch, as `git status` says where a tree stands.
 
 Patches are compared by fingerprint (`series.describe`: header and
 `git patch-id --stable`) and, for a patch changed on one side, by subject.
@@ -28,61 +29,35 @@ class State(Enum):
     BOTH = "changed on both sides"
 
 
+L, B, X = State.LOCAL, State.BEHIND, State.BOTH
+
+
 class Change(Enum):
     """How a patch differs: its state, what happened, and what to run."""
 
     SAME = State.SAME, "in both", ""
-    CHANGED_IN_FORK = (
-        State.LOCAL,
-        "changed in the fork",
-        "local work: `export` saves it",
-    )
-    ONLY_IN_FORK = State.LOCAL, "only in the fork", "local work: `export` saves it"
-    DROPPED_IN_FORK = (
-        State.LOCAL,
-        "dropped in the fork",
-        "`export` removes it from the series",
-    )
-    REORDERED_IN_FORK = State.LOCAL, "reordered in the fork", "`export` saves the order"
-    CHANGED_IN_SERIES = State.BEHIND, "changed in the series", "`sync` brings it in"
+    CHANGED_IN_FORK = L, "changed in the fork", "local work: `export` saves it"
+    ONLY_IN_FORK = L, "only in the fork", "local work: `export` saves it"
+    DROPPED_IN_FORK = L, "dropped in the fork", "`export` removes it from the series"
+    REORDERED_IN_FORK = L, "reordered in the fork", "`export` saves the order"
+    CHANGED_IN_SERIES = B, "changed in the series", "`sync` brings it in"
     DROPPED_FROM_SERIES = (
-        State.BEHIND,
-        "dropped from the series",
-        "`sync` removes it from the fork",
-    )
-    NOT_APPLIED = State.BEHIND, "not applied yet", "`sync` applies it"
-    ONLY_IN_SERIES = (
-        State.BEHIND,
-        "only in the series",
-        "the fork is behind: `sync` brings it in",
-    )
-    REORDERED_IN_SERIES = (
-        State.BEHIND,
-        "reordered in the series",
-        "`sync` brings the order in",
-    )
-    CHANGED_ON_BOTH = (
-        State.BOTH,
-        "changed on both sides, in the fork and in the series",
-        "",
-    )
-    OTHER_ORDER = State.BOTH, "in another order in the fork than in the series", ""
+        B, "dropped from the series", "`sync` removes it from the fork",
+    )  # fmt: skip
+    NOT_APPLIED = B, "not applied yet", "`sync` applies it"
+    ONLY_IN_SERIES = B, "only in the series", "the fork is behind: `sync` brings it in"
+    REORDERED_IN_SERIES = B, "reordered in the series", "`sync` brings the order in"
+    CHANGED_ON_BOTH = X, "changed on both sides, in the fork and in the series", ""
+    OTHER_ORDER = X, "in another order in the fork than in the series", ""
     CHANGED_IN_FORK_DROPPED_FROM_SERIES = (
-        State.BOTH,
-        "changed in the fork, dropped from the series",
-        "",
-    )
+        X, "changed in the fork, dropped from the series", "",
+    )  # fmt: skip
     CHANGED_IN_SERIES_DROPPED_IN_FORK = (
-        State.BOTH,
-        "changed in the series, dropped in the fork",
-        "",
-    )
+        X, "changed in the series, dropped in the fork", "",
+    )  # fmt: skip
 
     def __init__(self, state: State, what: str, advice: str) -> None:
         self.state, self.what, self.advice = state, what, advice
-
-    def text(self, advice: bool = True) -> str:
-        return f"{self.what} ({self.advice})" if advice and self.advice else self.what
 
 
 @dataclass(frozen=True)
@@ -97,10 +72,10 @@ class Item:
     change: Change
     series: PatchInfo | None = None
     fork: PatchInfo | None = None
+    # 1-based position in the series, or else in the fork.
     number: int = 0
-    """1-based position in the series, or else in the fork."""
+    # 0-based position of the fork's commit, if the fork has the patch.
     fork_at: int | None = None
-    """0-based position of the fork's commit, if the fork has the patch."""
 
     @property
     def kind(self) -> State:
@@ -108,44 +83,42 @@ class Item:
 
     def line(self, advice: bool = True) -> str:
         patch = self.series or self.fork
-        name = patch.name if patch else "(order)"
-        return f"  {name}: {self.change.text(advice)}"
+        what, why = self.change.what, self.change.advice
+        return f"  {patch.name if patch else '(order)'}: {what}" + (
+            f" ({why})" if advice and why else ""
+        )
 
 
-def record_path(fork: Path) -> Path:
-    return fork / ".git" / "forktool-synced"
+BEFORE_EXPORT = "forktool-before-export"
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write `path` whole (`os.replace`): a killed write leaves the old one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def load_record(fork: Path) -> list[Entry] | None:
     """The last agreed series, or None for a fork without a record."""
-    path = record_path(fork)
+    path = fork / ".git" / "forktool-synced"
     if not path.exists():
         return None
     return [Entry(**entry) for entry in json.loads(path.read_text())]
 
 
 def save_record(fork: Path, entries: list[Entry]) -> None:
-    """Write the record whole (`os.replace`): a killed write leaves the old one."""
     data = [vars(entry) for entry in entries]
-    path = record_path(fork)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
-
-
-def before_export_path(fork: Path) -> Path:
-    return fork / ".git" / "forktool-before-export"
+    write_whole(fork / ".git" / "forktool-synced", json.dumps(data, indent=1) + "\n")
 
 
 def save_before_export(fork: Path, fingerprints: list[str]) -> None:
     """The series an export replaced (none: it changed nothing)."""
-    path = before_export_path(fork)
-    if not fingerprints:
+    path = fork / ".git" / BEFORE_EXPORT
+    if fingerprints:
+        write_whole(path, json.dumps(fingerprints) + "\n")
+    else:
         path.unlink(missing_ok=True)
-        return
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(fingerprints) + "\n")
-    os.replace(tmp, path)
 
 
 def undone_export(
@@ -153,7 +126,7 @@ def undone_export(
 ) -> bool:
     """Whether the series is back to what the last export replaced (patches/
     checked out, stashed or reset after it), not what the export wrote."""
-    path = before_export_path(fork)
+    path = fork / ".git" / BEFORE_EXPORT
     if not path.exists() or record is None:
         return False
     now = [s.fingerprint for s in series]
@@ -163,8 +136,8 @@ def undone_export(
 @dataclass
 class Standing:
     items: list[Item]
+    # (fork index, series index) of the patches present on both sides.
     pairs: list[tuple[int, int]]
-    """(fork index, series index) of the patches present on both sides."""
 
     def of(self, *kinds: State) -> list[Item]:
         return [item for item in self.items if item.kind in kinds]
@@ -175,6 +148,13 @@ class Standing:
     @property
     def changed(self) -> bool:
         return bool(self.of(State.LOCAL, State.BEHIND, State.BOTH))
+
+    @property
+    def diverged(self) -> bool:
+        """Both sides changed: `sync` and `export` both refuse (exit status 3)."""
+        return bool(self.of(State.BOTH)) or bool(
+            self.of(State.LOCAL) and self.of(State.BEHIND)
+        )
 
     def applied_prefix(self, series_len: int) -> int | None:
         """m when the fork is the series' first m patches (some perhaps changed
@@ -207,7 +187,7 @@ def compare(
     items: list[Item] = []
     pairs: list[tuple[int, int]] = []
 
-    def pair(match, change_of) -> None:
+    def pair(match, change_of=lambda f, s: Change.SAME) -> None:
         for fi in sorted(free_f):
             for si in sorted(free_s):
                 if match(fork[fi], series[si]):
@@ -218,25 +198,32 @@ def compare(
                     free_s.discard(si)
                     break
 
-    pair(lambda f, s: f.fingerprint == s.fingerprint, lambda f, s: Change.SAME)
-    pair(
-        lambda f, s: (s.fingerprint, f.fingerprint) in rec_pairs,
-        lambda f, s: Change.SAME,
-    )
-
     def changed(f: PatchInfo, s: PatchInfo) -> Change:
         in_fork = record is None or f.fingerprint not in rec_fork
         in_series = record is None or s.fingerprint not in rec_series
-        if in_fork and not in_series:
-            return Change.CHANGED_IN_FORK
-        if in_series and not in_fork:
-            return Change.CHANGED_IN_SERIES
+        if in_fork != in_series:
+            return Change.CHANGED_IN_FORK if in_fork else Change.CHANGED_IN_SERIES
         return Change.CHANGED_ON_BOTH
 
+    pair(lambda f, s: f.fingerprint == s.fingerprint)
+    pair(lambda f, s: (s.fingerprint, f.fingerprint) in rec_pairs)
     pair(lambda f, s: f.subject == s.subject, changed)
-    replaced = _replaced_at(fork, series, record, free_f & free_s)
+    # At a position i where one side, or both, replaced the recorded patch i
+    # with one of another subject but the same files: one patch changed (its
+    # subject reworded on one side, say, and perhaps its code on the other),
+    # not one dropped and one added.
+    free = free_f & free_s
+    replaced = {
+        (f.name, s.name)
+        for i, e in enumerate(entries)
+        if i in free and e.fork
+        for f, s in [(fork[i], series[i])]
+        if f.files == s.files
+        and (f.fingerprint == e.fork or f.fingerprint not in rec_fork)
+        and (s.fingerprint == e.series or s.fingerprint not in rec_series)
+    }
     pair(lambda f, s: (f.name, s.name) in replaced, changed)
-    items += _unpaired(fork, series, free_f, free_s, entries)
+    items += _unpaired(fork, series, free_f, free_s, entries, rec_series, rec_fork)
     items += _order(fork, series, entries if record is not None else None, pairs)
     items.sort(key=lambda item: (item.number, item.fork is None))
     pairs.sort()
@@ -249,13 +236,13 @@ def _unpaired(
     free_f: set[int],
     free_s: set[int],
     entries: list[Entry],
+    rec_series: set[str],
+    rec_fork: set[str],
 ) -> list[Item]:
     """The patches left without a partner: dropped on one side (the record
     had them), dropped on one side and changed on the other (the record had
     its subject applied, neither side has the recorded version), or only on
     one side."""
-    rec_series = {e.series for e in entries}
-    rec_fork = {e.fork for e in entries if e.fork}
     rec_applied = {e.series for e in entries if e.fork}
     on_both = {p.fingerprint for p in (*fork, *series)}
     gone = {
@@ -281,33 +268,6 @@ def _unpaired(
             change = Change.ONLY_IN_SERIES
         items.append(Item(change, series=series[si], number=si + 1))
     return items
-
-
-def _replaced_at(
-    fork: list[PatchInfo],
-    series: list[PatchInfo],
-    record: list[Entry] | None,
-    free: set[int],
-) -> set[tuple[str, str]]:
-    """(fork name, series name) of the patches at each position i where one
-    side, or both, replaced the recorded patch i with one of another subject
-    but the same files: one patch changed (its subject reworded on one side,
-    say, and perhaps its code on the other), not one dropped and one added."""
-    if record is None:
-        return set()
-    rec_series = {e.series for e in record}
-    rec_fork = {e.fork for e in record if e.fork}
-    found = set()
-    for i, entry in enumerate(record):
-        if i not in free or not entry.fork or fork[i].files != series[i].files:
-            continue
-        new_in_fork = fork[i].fingerprint not in rec_fork
-        new_in_series = series[i].fingerprint not in rec_series
-        kept_in_fork = fork[i].fingerprint == entry.fork
-        kept_in_series = series[i].fingerprint == entry.series
-        if (new_in_fork or kept_in_fork) and (new_in_series or kept_in_series):
-            found.add((fork[i].name, series[i].name))
-    return found
 
 
 def _order(
@@ -339,19 +299,3 @@ def _order(
     else:
         change = Change.OTHER_ORDER
     return [Item(change, number=len(series) + 1)]
-
-
-class Refusal(Enum):
-    """Why `sync` or `export` changes nothing, given where the fork stands."""
-
-    DIVERGED = "both the fork and the series changed"
-    LOCAL_WORK = "the fork has work the series lacks"
-    BEHIND = "the series has changes the fork lacks"
-
-    @classmethod
-    def of(cls, standing: Standing) -> Refusal:
-        if standing.of(State.BOTH) or (
-            standing.of(State.LOCAL) and standing.of(State.BEHIND)
-        ):
-            return cls.DIVERGED
-        return cls.LOCAL_WORK if standing.of(State.LOCAL) else cls.BEHIND

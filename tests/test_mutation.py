@@ -1,0 +1,439 @@
+"""evidence.mutation: the mutants of added lines, from source (pure); the warm
+server's swap of a live function's code; and the outcomes of mutants in a
+tiny synthetic fork with a tiny pytest test (this interpreter, no vLLM)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from evidence_fixture import commit, link_venv, new_repo
+
+from evidence import mutation, pytest_server
+from forktool import checks
+from forktool.checks import CheckResult
+from forktool.commands import command
+from forktool.layout import Layout
+from forktool.process import ForkToolError, git
+from forktool.pytest_runner import Runner
+from forktool.selection import Selection
+
+DIFF = """\
+diff --git a/vllm/a.py b/vllm/a.py
+--- a/vllm/a.py
++++ b/vllm/a.py
+@@ -10,0 +11,3 @@ def f():
++    x = 1
++    y = 2
++    return x
+@@ -20 +23 @@ def g():
+-    return 1
++    return 2
+diff --git a/vllm/gone.py b/vllm/gone.py
+--- a/vllm/gone.py
++++ /dev/null
+@@ -1,2 +0,0 @@
+-x = 1
+-y = 2
+diff --git a/vllm/data.json b/vllm/data.json
+--- a/vllm/data.json
++++ b/vllm/data.json
+@@ -1 +1 @@
+-{}
++{"a": 1}
+"""
+
+
+def test_added_lines_of_python_files():
+    assert mutation.added_lines(DIFF) == {"vllm/a.py": {11, 12, 13, 23}}
+
+
+SOURCE = '''\
+def decide(configs, flag):
+    """Whether to zero: 1 > 0."""
+    needed = any(c.zero for c in configs)
+    if needed and flag or len(configs) > 1:
+        raise ValueError("disagree")
+    configs[0].zero = True
+    assert not flag or configs
+    return not needed
+
+
+def untouched(a, b):
+    return a == b
+'''
+
+
+def made(source: str, lines: set[int]) -> list[mutation.Mutant]:
+    return mutation.mutants("vllm/x.py", source, lines)
+
+
+def found(source: str, lines: set[int]) -> list[tuple[int, str]]:
+    return [(m.line, m.mutation) for m in made(source, lines)]
+
+
+def test_each_kind_of_mistake_on_the_added_lines_only():
+    assert found(SOURCE, set(range(2, 9))) == [
+        (3, "assignment deleted"), (3, "any -> all"),
+        (4, "or -> and"), (4, "needed and flag dropped"),
+        (4, "len(configs) > 1 dropped"), (4, "and -> or"), (4, "needed dropped"),
+        (4, "flag dropped"), (4, "> -> <="), (4, "1 -> 2"),
+        (5, "raise deleted"),
+        (6, "assignment deleted"), (6, "0 -> 1"), (6, "True -> False"),
+        (7, "assert deleted"), (7, "or -> and"), (7, "not flag dropped"),
+        (7, "configs dropped"), (7, "not dropped"),
+        (8, "returns None"),
+        (8, "returns its negation"),  # the same code as dropping its `not`
+    ]  # fmt: skip
+
+
+def test_the_other_operators_and_what_they_leave_alone():
+    """In a class body and a default too (they run at import, in the same fresh
+    pytest as any other mutant)."""
+    source = """\
+class K:
+    flag: bool = False
+
+    def m(self, items, x=0.5):
+        a, b = items
+        a += x + 1
+        while all(i is not b for i in items) or a not in b:
+            if a is None:
+                break
+        return None
+"""
+    assert found(source, set(range(1, 11))) == [
+        (2, "assignment deleted"), (2, "False -> True"),
+        (4, "0.5 -> 1.5"),
+        (5, "assignment deleted"),  # an unpacking target is no pair to drop from
+        (6, "assignment deleted"), (6, "1 -> 2"),  # a constant term is not halved
+        (7, "or -> and"), (7, "all((i is not b for i in items)) dropped"),
+        (7, "a not in b dropped"), (7, "all -> any"), (7, "is not -> is"),
+        (7, "not in -> in"),
+        (8, "guard deleted"), (8, "is -> is not"),
+        (10, "returns its negation"),  # None is not replaced by None
+    ]  # fmt: skip
+
+
+def test_a_mutant_is_the_whole_file_with_one_change():
+    negated = {m.mutation: m for m in made(SOURCE, {8})}["returns its negation"]
+    assert negated.source == SOURCE.replace("return not needed", "return needed")
+    assert negated.text == "return not needed"
+    (deleted,) = made(SOURCE, {5})
+    assert "        pass\n    configs[0]" in deleted.source
+    swapped = {m.mutation: m for m in made(SOURCE, {12})}["== -> !="]
+    assert "    return (a != b)\n" in swapped.source
+    pages = """\
+def pages(specs):
+    for spec in specs:
+        if spec.host:
+            continue
+        key = (spec.dtype, spec.mode)
+        end = spec.start + spec.size
+        yield key, (spec.start, end, 1)
+"""
+    by = {m.mutation: m.source for m in made(pages, {3, 5, 6, 7})}
+    assert "    for spec in specs:\n        pass\n" in by["guard deleted"]
+    assert "key = (spec.dtype,)" in by["spec.mode dropped"]
+    assert "key = (spec.mode,)" in by["spec.dtype dropped"]
+    assert "spec.start + (spec.size) // 2" in by["added term halved"]
+    # Only pairs lose an element; a triple is a record its reader unpacks.
+    assert not {"spec.start dropped", "end dropped", "1 dropped"} & set(by)
+
+
+def test_multiline_statements_bytes_and_repeated_mistakes():
+    source = 'label = "é"; n = 1\nsame = a == b == c\n'
+    source += "total = sum(\n    x for x in range(3)\n)\n"
+    mutants = made(source, {1, 2, 3})
+    by_name = {m.mutation: m for m in mutants if m.line == 1}
+    assert 'label = "é"; n = 2\n' in by_name["1 -> 2"].source
+    assert [m.mutation for m in mutants if m.line == 2] == [
+        "assignment deleted",
+        "== -> !=",
+        "== -> != #2",
+    ]
+    (gone,) = [m for m in mutants if m.line == 3]
+    assert gone.source.endswith("pass\n") and gone.text == "total = sum("
+
+
+def test_a_mutant_that_does_not_compile_is_left_out(monkeypatch):
+    def broken(node):
+        if isinstance(node, ast.Return):
+            yield node, "return (", "broken"
+
+    monkeypatch.setattr(mutation, "_points", broken)
+    assert found("def f():\n    return 1\n", {2}) == []
+
+
+def test_each_hunk_reverted_alone_unless_it_changes_no_code():
+    old = "def f(x):\n    return x\n\n\ndef g():\n    return 1\n"
+    f = 'def f(x):\n    """Doc."""\n    return x\n\n\n'
+    new = f + "def g():\n    # why\n    y = 2\n    return y\n"
+    diff = (
+        '@@ -1,2 +1,3 @@\n def f(x):\n+    """Doc."""\n     return x\n'
+        "@@ -5,2 +6,4 @@\n def g():\n-    return 1\n+    # why\n+    y = 2\n"
+        "+    return y\n"
+    )
+    (reverted,) = mutation.hunk_reverts("vllm/x.py", old, new, diff)
+    assert reverted.source == f + "def g():\n    return 1\n"
+    assert (reverted.line, reverted.mutation) == (6, "hunk reverted (-5,2 +6,4)")
+    assert reverted.function == ""  # a fresh pytest runs it
+
+
+SWAPPABLE = """\
+import functools
+
+
+class K:
+    on: bool = False
+
+    @property
+    def flag(self):
+        return True
+
+    @functools.cached_property
+    def cached(self):
+        return 1
+
+
+@functools.lru_cache(maxsize=1)
+def h(x=1):
+    return x
+
+
+def f():
+    return K().flag
+
+
+g = functools.partial(f)
+"""
+
+
+def test_each_mutant_names_the_function_it_runs_in():
+    where = {(m.line, m.mutation): m.function for m in made(SWAPPABLE, set(range(26)))}
+    assert where[5, "False -> True"] == ""  # the class body runs at import
+    assert where[9, "returns None"] == "K.flag"
+    assert where[16, "1 -> 2"] == ""  # so does a decorator
+    assert where[17, "1 -> 2"] == ""  # and a default
+    assert where[18, "returns None"] == "h"
+
+
+@pytest.mark.parametrize(
+    "qualname, old, new, check",
+    [
+        ("K.flag", "return True", "return False", lambda m: m.K().flag),
+        ("K.cached", "return 1", "return 2", lambda m: m.K().cached == 1),
+        ("f", "return K().flag", "return None", lambda m: m.f()),
+    ],
+)
+def test_the_server_swaps_the_code_of_live_functions(
+    tmp_path, monkeypatch, qualname, old, new, check
+):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = tmp_path / f"swap_{qualname.replace('.', '_')}.py"
+    module.write_text(SWAPPABLE)
+    loaded = importlib.import_module(module.stem)
+    assert check(loaded)
+    module.write_text(SWAPPABLE.replace(old, new))
+    request = {"module": module.stem, "qualname": qualname, "file": str(module)}
+    pytest_server.swap(request)
+    assert not check(loaded)
+    with pytest.raises(LookupError):  # no function g: the mutant runs afresh
+        pytest_server.swap({**request, "qualname": "g"})
+
+
+# --- outcomes in a tiny fork ---------------------------------------------------
+
+CALC = """\
+LIMIT = 3
+
+
+def decide(a, b):
+    return a and b
+
+
+def limit(n):
+    return n > LIMIT
+
+
+def clamp(n):
+    return min(n, 10)
+"""
+TESTS = """\
+from vllm.calc import clamp, decide, limit
+
+
+def test_decide():
+    assert decide(True, False) is False
+    assert decide(False, True) is False
+
+
+def test_limit_above():
+    assert limit(5) is True
+
+
+def test_clamp():
+    assert clamp(3) == 3
+"""
+# Left alive by the tests: one at import, one inside a function.
+SURVIVORS = [
+    ("vllm/calc.py", "LIMIT = 3", "3 -> 4"),
+    ("vllm/calc.py", "return min(n, 10)", "10 -> 11"),
+]
+
+
+@pytest.fixture
+def setting(tmp_path, monkeypatch):
+    """A base, and a patch that adds the functions' bodies and their tests;
+    a venv of this interpreter; the selection of those tests."""
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    base = {"vllm/__init__.py": "", "vllm/calc.py": "def decide(a, b):\n    pass\n"}
+    commit(fork := new_repo(tmp_path / "fork"), base, "base", tag="base")
+    commit(fork, {"vllm/calc.py": CALC, "tests/test_calc.py": TESTS}, "[Core] Calc")
+    (tmp_path / "fixtures").mkdir()
+    venv = link_venv(tmp_path / "venv")
+    runner = Runner(venv, tmp_path / "fixtures", tmp_path / "hf", {}, tmp_path / "logs")
+    selection = Selection({}, ("tests/test_calc.py",), (), frozenset(), (), {})
+    return fork, runner, selection
+
+
+def check(tmp_path: Path, setting, equivalents: Path, gpu_lines=Path("/none")):
+    """The check, its result written to the store as `test` writes it."""
+    fork, runner, selection = setting
+    store = tmp_path / "results"
+    found = mutation.mutation_testing(
+        fork, tmp_path / "trees", runner, selection, store, equivalents, gpu_lines
+    )
+    tree = checks.fork_tree(fork)
+    result = CheckResult(mutation.NAME, found.ok, tree, "0.1", mutation.COMMAND_LINE)
+    result.counts, result.data = found.counts, found.data
+    checks.write(store, result)
+    return found
+
+
+def listed(*entries: tuple[str, str, str]) -> str:
+    return "".join(
+        f'[[equivalent]]\nfile = "{file}"\nline = "{line}"\n'
+        f'mutation = "{mutation}"\nreason = "no test asks about 4"\n'
+        for file, line, mutation in entries
+    )
+
+
+def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, capsys):
+    equivalents = tmp_path / "mutants-equivalent.toml"
+    found = check(tmp_path, setting, equivalents)
+    assert not found.ok
+    assert found.counts["mutants"] == 14
+    assert (found.counts["killed"], found.counts["survived"]) == (12, 2)
+    rows = {
+        (m["line"], m["mutation"]): (m["outcome"], m["detail"])
+        for m in found.data["mutants"]
+    }
+    kinds = {m["kind"] for m in found.data["mutants"]}
+    assert kinds == {"killed (series)", "survived"}  # no fork_tests/ here
+    test = "tests/test_calc.py::test_"
+    assert rows[5, "and -> or"] == rows[5, "b dropped"] == ("killed", test + "decide")
+    limit = ("killed", test + "limit_above")
+    assert rows[9, "> -> <="] == rows[1, "assignment deleted"] == limit
+    reverted = rows[1, "hunk reverted (-1,2 +1,13)"]
+    assert reverted[0] == "killed" and reverted[1].startswith("tests/test_calc.py")
+    assert rows[1, "3 -> 4"] == rows[13, "10 -> 11"] == ("survived", "")
+    assert rows[13, "returns None"] == ("killed", test + "clamp")
+    assert re.search(r"\nvllm/calc.py:1 +3 -> 4 +survived\n", found.excerpts["table"])
+    fork = setting[0]
+    assert git(fork, "status", "--porcelain").stdout == ""  # the fork untouched
+    scratch = tmp_path / "trees" / "mutate-1" / "vllm" / "calc.py"
+    assert scratch.read_text() == CALC  # and each worktree restored
+
+    # A rerun on the same tree runs nothing; an equivalent mutant keeps its
+    # reason; an entry that names no mutant is pointed out.
+    capsys.readouterr()
+    again = check(tmp_path, setting, equivalents)
+    assert again.data["mutants"] == found.data["mutants"]
+    assert "0 to run, 14 known" in capsys.readouterr().out
+    gone = ("vllm/calc.py", "x = 1", "1 -> 2")
+    equivalents.write_text(listed(*SURVIVORS, gone))
+    settled = check(tmp_path, setting, equivalents)
+    assert settled.ok
+    assert (settled.counts["equivalent"], settled.counts["survived"]) == (2, 0)
+    assert re.search(r"10 -> 11 +equivalent +no test asks", settled.excerpts["table"])
+    out = capsys.readouterr().out
+    assert "mutants-equivalent.toml: no mutant is vllm/calc.py: 'x = 1': 1 -> 2" in out
+
+
+CHECK_CLAMP = """\
+from vllm.calc import clamp
+
+
+def test_clamp_caps():
+    assert clamp(20) == 10
+"""
+
+
+def test_a_line_only_fork_tests_guard_fails_unless_it_is_gpu_only(
+    tmp_path, setting, monkeypatch, capsys
+):
+    """fork_tests/ alone kills `10 -> 11` in clamp: the series' own tests do not
+    guard that line, which fails the check until it is listed as GPU-only."""
+    repo = tmp_path / "repo"  # this repository, with its fork_tests/
+    (repo / "fork_tests").mkdir(parents=True)
+    (repo / "fork_tests" / "test_cap.py").write_text(CHECK_CLAMP)
+    monkeypatch.setattr(mutation, "LAYOUT", Layout(repo))
+    fork, runner, selection = setting
+    setting = (fork, runner, replace(selection, fork_tests=("fork_tests",)))
+    equivalents = tmp_path / "mutants-equivalent.toml"
+    equivalents.write_text(listed(SURVIVORS[0]))  # the other survivor
+    gpu_lines = tmp_path / "upstream-tests.toml"
+
+    found = check(tmp_path, setting, equivalents, gpu_lines)
+    assert not found.ok
+    rows = {(m["line"], m["mutation"]): m for m in found.data["mutants"]}
+    capped = rows[13, "10 -> 11"]
+    assert (capped["outcome"], capped["kind"], capped["detail"]) == (
+        "killed",
+        "killed (fork tests only)",
+        "fork_tests/test_cap.py::test_clamp_caps",
+    )
+    assert capped["gpu_only"] == ""
+    assert rows[13, "returns None"]["kind"] == "killed (series)"
+    assert found.counts["killed only by fork tests"] == 1
+    assert found.counts["killed by the series"] == found.counts["killed"] - 1
+    row = r"\nvllm/calc.py:13 +10 -> 11 +killed \(fork tests only\) +fork_tests/"
+    assert re.search(row, found.excerpts["table"])
+    out = capsys.readouterr().out
+    assert (
+        "MUTANTS: vllm/calc.py:13 is guarded only by fork_tests/ (10 -> 11), not by "
+        "the series' regression selection" in out
+    )
+    assert "mutation testing: FAILED" in out
+
+    # Listed as a line no CPU test reaches, with why: the check passes, from
+    # the cached outcomes, and says why.
+    gpu_lines.write_text(
+        '[[mutate.gpu_only]]\nfile = "vllm/calc.py"\n'
+        'line = "return min(n, 10)"\nreason = "only a GPU clamps"\n'
+    )
+    again = check(tmp_path, setting, equivalents, gpu_lines)
+    assert again.ok
+    again_rows = {(m["line"], m["mutation"]): m for m in again.data["mutants"]}
+    assert again_rows[13, "10 -> 11"]["gpu_only"] == "only a GPU clamps"
+    out = capsys.readouterr().out
+    assert "0 to run" in out and "MUTANTS:" not in out
+    assert "vllm/calc.py:13 is guarded only by fork_tests/ (10 -> 11): GPU-only" in out
+
+
+def test_a_selection_that_fails_unmutated_is_refused(tmp_path, setting):
+    fork, runner, selection = setting
+    commit(fork, {"tests/test_calc.py": "def test_no():\n    assert False\n"}, "x")
+    with pytest.raises(ForkToolError, match="does not pass on the fork"):
+        mutation.mutation_testing(
+            fork, tmp_path / "trees", runner, selection, tmp_path / "r", Path("/none")
+        )
+
+
+def test_the_command_is_registered():
+    assert "mutants-equivalent.toml" in command("mutate").description
