@@ -1,5 +1,4 @@
-"""The synthetic fork's fixtures, shared by the tool's test modules, and a git
-config of the tests' own."""
+"""The synthetic fork's fixtures and the tests' own git config."""
 
 import os
 import shutil
@@ -12,9 +11,8 @@ _GIT_HOME = Path(tempfile.mkdtemp(prefix="tool-tests-git-"))
 
 
 def pytest_configure(config):
-    """No global or system git config (signing, hooks, templates, the default
-    branch) reaches the git commands the tests run themselves. Set for the
-    whole session, so no test's `monkeypatch.undo()` can lift it."""
+    """No global or system git config (signing, hooks, the default branch)
+    reaches the tests' own git; set for the session, past any `monkeypatch`."""
     gitconfig = _GIT_HOME / ".gitconfig"
     gitconfig.write_text(
         "[user]\n\tname = Tool Tests\n\temail = tool-tests@noreply.invalid\n"

@@ -1,6 +1,5 @@
-"""The evidence tests' shared setup: the synthetic fork and results set the
-PR tests render from, committed git trees, stand-in programs, a venv of this
-interpreter."""
+"""The evidence tests' shared setup: the synthetic fork and results the PR tests
+render from, committed git trees, stand-in programs, this interpreter's venv."""
 
 from __future__ import annotations
 
@@ -67,10 +66,8 @@ def programs(bin_dir: Path, **scripts: str) -> Path:
 
 
 def link_venv(venv: Path) -> Path:
-    """`venv` as this interpreter's venv, for tests that run pytest through the
-    runner: bin/python a link to it and, where it runs in a venv, that venv's
-    pyvenv.cfg and lib/, without which the link would run the base
-    interpreter, which lacks the venv's packages."""
+    """`venv` as this interpreter's: bin/python a link to it and, in a venv, its
+    pyvenv.cfg and lib/ (else the link runs the base, without the packages)."""
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(sys.executable)
     if sys.prefix != sys.base_prefix:
@@ -105,23 +102,16 @@ BASE_CMD = "$ python -m pytest -q tests -k zero"
 # The regression matrix: the base fails two tests, a check too.
 MATRIX = (
     {"base+tests failed": 2},
-    {
-        "base": f"{BASE_CMD}\nFAILED t::a - assert False is True\nFAILED t::b - boom"
-        "\n1 passed, 2 failed (3 s)",
-        "base tracebacks": "FAILED t::a - assert False is True\n"
-        "    E   assert False is True",
-        "series": f"{BASE_CMD}\n3 passed (3 s)",
-    },
-    {
-        "columns": {
-            "base+tests": _outcomes("failed", "failed", "passed", "failed"),
-            "0001": _outcomes("passed", "passed", "passed", "passed"),
-            "0002": _outcomes("passed", "passed", "passed", "passed"),
-        },
-        "table": "t::a  FAIL  ok  ok",
-        "args": ["tests"],
-    },
-)
+    {"base": f"{BASE_CMD}\nFAILED t::a - assert False is True\nFAILED t::b - boom"
+             "\n1 passed, 2 failed (3 s)",
+     "base tracebacks": "FAILED t::a - assert False is True\n"
+                        "    E   assert False is True",
+     "series": f"{BASE_CMD}\n3 passed (3 s)"},
+    {"columns": {"base+tests": _outcomes("failed", "failed", "passed", "failed"),
+                 "0001": _outcomes("passed", "passed", "passed", "passed"),
+                 "0002": _outcomes("passed", "passed", "passed", "passed")},
+     "table": "t::a  FAIL  ok  ok", "args": ["tests"]},
+)  # fmt: skip
 MUTANT_ROWS = [  # mutation, kind, detail, gpu_only
     ("True -> False", "killed (series)", "tests/test_core.py::test_zero[a|b]", ""),
     ("assignment deleted", "killed (fork tests only)", "fork_tests/c.py::d",
@@ -129,17 +119,11 @@ MUTANT_ROWS = [  # mutation, kind, detail, gpu_only
     ("1 -> 2", "equivalent", "no test asks about 2", ""),
 ]  # fmt: skip
 MUTANTS = [
-    {
-        "id": f"a{n}",
-        "file": "pkg/core.py",
-        **({"line": 2, "text": "n = 1"} if kind == "equivalent" else
-           {"line": 1, "text": "ZERO = True"}),
-        "mutation": mutation,
-        "outcome": kind.split()[0],
-        "kind": kind,
-        "detail": detail,
-        "gpu_only": gpu_only,
-    }
+    {"id": f"a{n}", "file": "pkg/core.py",
+     **({"line": 2, "text": "n = 1"} if kind == "equivalent" else
+        {"line": 1, "text": "ZERO = True"}),
+     "mutation": mutation, "outcome": kind.split()[0], "kind": kind,
+     "detail": detail, "gpu_only": gpu_only}
     for n, (mutation, kind, detail, gpu_only) in enumerate(MUTANT_ROWS, 1)
 ]  # fmt: skip
 PP = "tests/d/test_pp.py::test_pp_mixed"

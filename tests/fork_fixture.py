@@ -67,11 +67,9 @@ class Workspace(NamedTuple):
     tree: Path
 
     def sync(self, force=False, tree=None, message=MESSAGE, sdist=None) -> str:
-        fetched = sdist or self.pins.sdist
-        return forktool.sync.sync(
-            tree or self.tree, self.patches, AUTHOR, message,
-            lambda: fetch(self.pins, fetched), GENERATED, force,
-        )  # fmt: skip
+        fetched = lambda: fetch(self.pins, sdist or self.pins.sdist)  # noqa: E731
+        return forktool.sync.sync(tree or self.tree, self.patches, AUTHOR, message,
+                                  fetched, GENERATED, force)  # fmt: skip
 
     def export(self, tree: Path | None = None, check: bool = False) -> str:
         return export(tree or self.tree, self.patches, check=check)
@@ -92,7 +90,9 @@ class Workspace(NamedTuple):
         return other
 
     def teammate(self) -> Path:
-        return teammate(self)
+        """A second clone's fork of the same series (after `git pull`)."""
+        self.sync(tree=(other := self.tree.parent.parent / "teammate" / "mini"))
+        return other
 
     def publish(self, tree: Path | None = None) -> dict[str, bytes]:
         """Export `tree` (or the fork) and commit patches/; patches/ as pulled."""
@@ -103,13 +103,11 @@ class Workspace(NamedTuple):
     def snapshot(self) -> dict[str, bytes]:
         return snapshot(self.patches)
 
-    def names(self) -> list[str]:
-        """The series' patch files, in order."""
+    def names(self) -> list[str]:  # the series' patch files, in order
         return [p.name for p in read_series(self.patches)]
 
     def follow(self, message: str) -> None:
-        """Run every command line `message` prints, as printed: git in a shell
-        with the person's own git config, the tool's commands here."""
+        """Run `message`'s command lines: git in a shell, the tool's here."""
         for line in message.splitlines():
             line = line.strip()
             if line.startswith("python3 -m forktool "):
@@ -127,22 +125,18 @@ class Workspace(NamedTuple):
 @pytest.fixture
 def workspace(tmp_path, monkeypatch) -> Workspace:
     """An empty series committed; git knows the person as PERSON."""
-    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    gitconfig = tmp_path / "gitconfig"
-    name, email = parseaddr(PERSON)
+    gitconfig, (name, email) = tmp_path / "gitconfig", parseaddr(PERSON)
     gitconfig.write_text(f"[user]\n\tname = {name}\n\temail = {email}\n")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    downloads = tmp_path / "cache" / "downloads"
-    downloads.mkdir(parents=True)
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    (downloads := tmp_path / "cache" / "downloads").mkdir(parents=True)
     pins = make_pins(make_sdist(downloads / "mini-0.1.tar.gz", BASE_FILES))
-    repo = tmp_path / "repo"
-    patches = repo / "patches"
-    patches.mkdir(parents=True)
+    (patches := tmp_path / "repo" / "patches").mkdir(parents=True)
     (patches / "series").write_text("# empty\n")
-    git(repo, "init", "-q")
+    git(patches.parent, "init", "-q")
     commit_series(patches)
-    return Workspace(pins, patches, repo / "build" / "mini")
+    return Workspace(pins, patches, patches.parent / "build" / "mini")
 
 
 @pytest.fixture
@@ -190,8 +184,7 @@ def snapshot(patches: Path) -> dict[str, bytes]:
 
 def swap_second_and_third(patches: Path) -> None:
     """The series file edited by hand: its second and third patches swapped."""
-    series = patches / "series"
-    lines = series.read_text().splitlines()
+    lines = (series := patches / "series").read_text().splitlines()
     at = [i for i, line in enumerate(lines) if line.endswith(".patch")]
     lines[at[1]], lines[at[2]] = lines[at[2]], lines[at[1]]
     series.write_text("\n".join(lines) + "\n")
@@ -200,17 +193,6 @@ def swap_second_and_third(patches: Path) -> None:
 def trees(tree: Path) -> list[str]:
     """The tree id at each commit of the fork, base first."""
     return git(tree, "log", "--reverse", "--format=%T", "HEAD").stdout.split()
-
-
-def series_of(workspace, *changes: tuple[str, str, str]) -> Path:
-    return Workspace(*workspace).series_of(*changes)
-
-
-def teammate(workspace) -> Path:
-    """A second clone's fork of the same series (after `git pull`)."""
-    other = workspace[2].parent.parent / "teammate" / "mini"
-    Workspace(*workspace).sync(tree=other)
-    return other
 
 
 def edit_series(tree: Path, script: str) -> None:
@@ -237,16 +219,15 @@ def reword_third(tree: Path) -> None:
     amend(tree, 3, None, f"[Core] Third, reworded\n\nSigned-off-by: {PERSON}")
 
 
-def teammate_changes_second(workspace) -> dict[str, bytes]:
-    theirs = teammate(workspace)
+def teammate_changes_second(ws: Workspace) -> dict[str, bytes]:
+    theirs = ws.teammate()
     change_second(theirs, THEIRS)
-    return workspace.publish(theirs)
+    return ws.publish(theirs)
 
 
 def trailers(tree: Path) -> dict[str, list[str]]:
     """Subject -> its Signed-off-by lines, for each patch of the fork."""
-    log = git(tree, "log", "--format=%s%x00%B%x1e", "base..").stdout
-    found = {}
+    log, found = git(tree, "log", "--format=%s%x00%B%x1e", "base..").stdout, {}
     for record in filter(str.strip, log.split("\x1e")):
         subject, body = record.strip("\n").split("\0")
         found[subject] = re.findall(r"^Signed-off-by: .*$", body, re.M)

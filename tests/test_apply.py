@@ -28,9 +28,9 @@ def commit(repo: Path, files: Mapping[str, str | None], message: str) -> None:
     for name, text in files.items():
         if text is None:
             git(repo, "rm", "-q", name)
-            continue
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
+        else:
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            (repo / name).write_text(text)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", message, env=identity(AUTHOR))
 
@@ -51,30 +51,24 @@ def kit(tmp_path) -> Path:
     commit(fork, {"pkg/core.py": core}, "[Core] Keep zeroing")
     more = {"pkg/core.py": core + "\n\ndef more():\n    return 2\n"}  # at the end
     commit(fork, {**more, "tests/test_core.py": "def test(): pass\n"}, "[Test] More")
-    out = tmp_path / "kit"
-    title = "[Core] Zeroing"
-    write_kit(
-        fork, out, {"description.md": "d"}, title, "HEAD", AUTHOR, "v0.1", BRANCH, TESTS
-    )
-    return out
+    write_kit(fork, kit := tmp_path / "kit", {"description.md": "d"}, "[Core] Zeroing",
+              "HEAD", AUTHOR, "v0.1", BRANCH, TESTS)  # fmt: skip
+    return kit
 
 
 def run_script(kit: Path, clone: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, **identity(USER), "GIT_CONFIG_GLOBAL": os.devnull}
-    return subprocess.run(
-        ["bash", str(kit / "apply-to-vllm.sh"), *args],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    script = ["bash", str(kit / "apply-to-vllm.sh"), *args]
+    return subprocess.run(script, cwd=clone, env=env, capture_output=True, text=True)
 
 
 def state(clone: Path) -> str:
-    return "".join(
-        git(clone, *args).stdout
-        for args in (("rev-parse", "HEAD"), ("branch", "-a"), ("status", "--porcelain"))
-    )
+    what = (("rev-parse", "HEAD"), ("branch", "-a"), ("status", "--porcelain"))
+    return "".join(git(clone, *args).stdout for args in what)
+
+
+def on(clone: Path, *args: str) -> str:
+    return git(clone, *args).stdout.strip()
 
 
 AS_IS, MERGED = "applied as is", "applied with a 3-way merge"
@@ -115,14 +109,14 @@ def test_the_series_applies_on_a_new_branch_and_names_its_tests(kit, tmp_path, m
     assert on_main == (ref == "main")
     assert (upstream / "pkg/core.py").exists() == (path == "pkg/core.py")
     assert git(upstream, "status", "--porcelain").stdout == ""
-    assert git(upstream, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip() == BRANCH
-    assert git(upstream, "log", "-1", "--format=%s").stdout.strip() == "[Test] More"
-    assert git(upstream, "log", "-1", "--format=%s", "main").stdout.startswith("later")
+    assert on(upstream, "rev-parse", "--abbrev-ref", "HEAD") == BRANCH
+    assert on(upstream, "log", "-1", "--format=%s") == "[Test] More"
+    assert on(upstream, "log", "-1", "--format=%s", "main").startswith("later")
 
 
-@pytest.fixture
-def stopped(kit, tmp_path) -> tuple[Path, str, str]:
-    """The script stopped where main changed patch 1's line: clone, before, out."""
+@pytest.mark.parametrize("then", ["git am --abort", "git am --continue"])
+def test_a_conflict_stops_with_the_commands_to_abort_or_continue(kit, tmp_path, then):
+    """Where main changed patch 1's line: both ways out work."""
     upstream = new_repo(tmp_path / "vllm", "v0.1")
     core = CORE.replace("return False", "return None")
     commit(upstream, {"pkg/core.py": core}, "main changes the same line")
@@ -130,29 +124,20 @@ def stopped(kit, tmp_path) -> tuple[Path, str, str]:
     before = state(upstream)
     done = run_script(kit, upstream, "main")
     assert done.returncode == 1
-    return upstream, before, done.stdout
-
-
-def test_a_conflict_stops_with_the_commands_to_abort(stopped):
-    upstream, before, out = stopped
-    assert "0001-Core-Keep-zeroing.patch: stopped" in out
-    assert "conflicting files: pkg/core.py" in out
-    assert "not applied yet: 2 of 2 patches" in out
-    assert "git am --continue" in out
     abort = f"git am --abort && git checkout -q mine && git branch -D {BRANCH}"
-    assert abort in out
-    assert git(upstream, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip() == BRANCH
-    subprocess.run(abort, shell=True, cwd=upstream, check=True, capture_output=True)
-    assert state(upstream) == before
-
-
-def test_after_a_conflict_git_am_continue_applies_the_rest(stopped):
-    upstream = stopped[0]
-    resolved = CORE.replace("return False", "return True")
-    (upstream / "pkg/core.py").write_text(resolved)
+    said = ["0001-Core-Keep-zeroing.patch: stopped", "conflicting files: pkg/core.py",
+            "not applied yet: 2 of 2 patches", "git am --continue", abort]  # fmt: skip
+    for line in said:
+        assert line in done.stdout
+    assert on(upstream, "rev-parse", "--abbrev-ref", "HEAD") == BRANCH
+    if then == "git am --abort":
+        subprocess.run(abort, shell=True, cwd=upstream, check=True, capture_output=True)
+        assert state(upstream) == before
+        return
+    (upstream / "pkg/core.py").write_text(CORE.replace("return False", "return True"))
     git(upstream, "add", "pkg/core.py")
     git(upstream, "am", "--continue", env=identity(USER))
-    subjects = git(upstream, "log", "-2", "--format=%s").stdout.splitlines()
+    subjects = on(upstream, "log", "-2", "--format=%s").splitlines()
     assert subjects == ["[Test] More", "[Core] Keep zeroing"]
     assert "def more():" in (upstream / "pkg/core.py").read_text()
 
@@ -164,8 +149,6 @@ def test_refuses_a_busy_clone_and_changes_nothing(kit, tmp_path, busy):
         (upstream / "pkg/other.py").write_text("X = 2\n")
     else:
         (upstream / ".git" / "rebase-apply").mkdir()
-    before = state(upstream)
-    refused = run_script(kit, upstream)
-    assert refused.returncode == 1
-    assert "apply-to-vllm:" in refused.stderr
+    before, refused = state(upstream), run_script(kit, upstream)
+    assert refused.returncode == 1 and "apply-to-vllm:" in refused.stderr
     assert state(upstream) == before

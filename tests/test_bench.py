@@ -16,18 +16,13 @@ from forktool.process import ForkToolError
 
 def answers(step_us: list[list[float]], ids: int = 0) -> list[dict]:
     """One worker's `steps` answers: one list of step times per repeat."""
-    return [
-        {"cpu_ns": [t * 1000 for t in steps], "zero_ids": [ids] * len(steps)}
-        for steps in step_us
-    ]
+    return [{"cpu_ns": [t * 1000 for t in steps], "zero_ids": [ids] * len(steps)}
+            for steps in step_us]  # fmt: skip
 
 
 def summarised(base, fork, aa, config="mixed", ids=(0, 0), n=64) -> dict:
-    runs = {
-        "base": answers(base, ids[0]),
-        "fork": answers(fork, ids[1]),
-        "base-aa": answers(aa, ids[0]),
-    }
+    runs = {"base": answers(base, ids[0]), "fork": answers(fork, ids[1]),
+            "base-aa": answers(aa, ids[0])}  # fmt: skip
     return bench.summarise(Case(config, "decode", n), runs)
 
 
@@ -142,10 +137,8 @@ def test_the_command_and_its_options_are_registered():
     assert args.quick and args.repeats == 2 and args.sizes == list(bench.SIZES)
 
 
-@pytest.mark.parametrize(
-    "sizes, repeats, steps",
-    [((64,), 100, 10), ((64,), 0, 10), ((2048,), 5, 20), ((0,), 5, 20)],
-)
+@pytest.mark.parametrize("sizes, repeats, steps", [
+    ((64,), 100, 10), ((64,), 0, 10), ((2048,), 5, 20), ((0,), 5, 20)])  # fmt: skip
 def test_what_the_workers_cannot_run_is_refused_before_anything_starts(
     sizes, repeats, steps
 ):

@@ -12,6 +12,7 @@ from evidence_fixture import new_repo
 from evidence import ci_collect, ci_impact, ci_steps
 from forktool.layout import Layout
 
+FORK = Path(__file__).resolve().parent.parent / "build" / "vllm"
 needs_pytest_expression = pytest.mark.skipif(
     importlib.util.find_spec("_pytest.mark.expression") is None,
     reason="pytest's -k expression module (_pytest.mark.expression) is missing",
@@ -24,8 +25,6 @@ PARENTS = {"test_pipeline_parallel.py", "distributed", "tests", "parametrize"}
 ITEMS = {f"{NAME}[{p}]": frozenset({f"{NAME}[{p}]", *PARENTS}) for p in PARAMS}
 AMD, NVIDIA = ci_steps.AMD, ci_steps.NVIDIA
 WORKER = "vllm/v1/worker/gpu/"
-
-
 GPU_WORKER = "vllm/v1/worker/gpu_worker.py"
 
 
@@ -151,13 +150,8 @@ def test_node_selectors(selector, selects):
     assert ci_collect.node_selects(selector, f"{NAME}[ray-last]") is selects
 
 
-FORK = Path(__file__).resolve().parent.parent / "build" / "vllm"
-
-
 @needs_pytest_expression
-@pytest.mark.skipif(
-    not (FORK / ci_collect.TETHERING).is_file(), reason=f"no fork at {FORK}"
-)
+@pytest.mark.skipif(not (FORK / ci_collect.TETHERING).is_file(), reason="no fork")
 @pytest.mark.parametrize(("command", "expected", "flagged"), [
     (f"pytest -v -s {PP} -k 'ray'", 2, False), ("pytest -v -s distributed", 4, False),
     (f"pytest tests/{PP}::test_other", 0, False),
@@ -175,13 +169,11 @@ def test_collected_through_the_forks_parser(command, expected, flagged):
 
 @needs_pytest_expression
 def test_keywords_are_collected_in_the_tree_through_the_runner(tmp_path, monkeypatch):
-    """The items' `-k` keywords come from a --collect-only in the tree, run by
-    the runner (its report beside its log), at the revision checked out."""
+    """A --collect-only at the revision, by the runner (its report beside its log)."""
     test = "@pytest.mark.parametrize('backend', ['ray', 'mp'])\ndef test_pp(backend):"
     text = f"import pytest\n\n{test}\n    pass\n"
     tree = new_repo(tmp_path / "tree", {"tests/test_pp.py": text})
     monkeypatch.setattr(ci_collect, "LAYOUT", Layout(tmp_path))
-
     items = ci_collect.collect(tree, "HEAD", "tests/test_pp.py", sys.executable)
     assert set(items) == {"test_pp[ray]", "test_pp[mp]"}
     assert ci_collect.k_selects("ray", items["test_pp[ray]"])

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from evidence_fixture import new_repo
 from fork_fixture import (
     LOCAL,
     SUBJECTS,
@@ -48,26 +49,11 @@ def test_each_git_worktree_has_its_own_fork(ws):
     assert "is what export writes (4 patches)" in ws.export(check=True)
 
 
-@pytest.fixture
-def clone(tmp_path: Path, monkeypatch) -> Path:
-    """A clone (its .gitignore, patches/ and fork in build/vllm): the cache's."""
-    clone = tmp_path / "clone"
-    (clone / "build" / "vllm").mkdir(parents=True)
-    (clone / "patches").mkdir()
-    (clone / "patches" / "series").write_text("# empty\n")
-    (clone / ".gitignore").write_text("build/\n")
-    git(clone, "init", "-q")
-    git(clone, "add", ".gitignore", "patches")
-    git(clone, "commit", "-qm", "Series")
-    git(clone / "build" / "vllm", "init", "-q")
-    monkeypatch.setattr(pins, "LAYOUT", Layout(clone))
-    return clone
-
-
-def test_a_relative_cache_is_the_clones_root_from_any_folder(
-    clone, tmp_path, monkeypatch
-):
-    fork_tree = clone / "build" / "vllm"
+def test_a_relative_cache_is_the_clones_root_from_any_folder(tmp_path, monkeypatch):
+    files = {".gitignore": "build/\n", "patches/series": "# empty\n"}
+    clone = new_repo(tmp_path / "clone", files)
+    fork_tree = new_repo(clone / "build" / "vllm")
+    monkeypatch.setattr(pins, "LAYOUT", Layout(clone))  # the cache's clone
     monkeypatch.setenv("VLLM_FORK_CACHE", "relcache")
     monkeypatch.chdir(fork_tree)  # `python3 ../../forktool sync` from the fork
     assert cache_dir() == clone / "relcache"
@@ -102,8 +88,7 @@ def test_cache_lists_each_path_once_and_only_what_is_there(
     # Clones on the same pins, as a team's are.
     others = [clone_on(LAYOUT.pins.read_text(), tmp_path / f"c{i}") for i in range(3)]
     sdist = cache_dir() / "downloads" / pins.sdist.filename
-    uv_build = cache_dir() / "tools" / pins.uv.replace("==", "-")
-    uv_build.mkdir(parents=True)
+    (uv_build := cache_dir() / "tools" / pins.uv.replace("==", "-")).mkdir(parents=True)
     sdist.parent.mkdir()
     sdist.write_text("x")  # the wheel was never downloaded
     assert main(["cache"]) == 0
@@ -131,10 +116,9 @@ def test_cache_removes_only_what_no_clone_uses(tmp_path, monkeypatch, capsys):
     (other / "build" / "vllm").mkdir(parents=True)
     url = {"url": f"file://{other / 'build' / 'vllm'}"}
     (record / "direct_url.json").write_text(json.dumps(url))
-    unused = cache_dir() / "venv-fedcba9876543210"
-    unused.mkdir()
-    keep = [downloads / pins.sdist.filename, downloads / "vllm-0.32.0.tar.gz"]
-    keep.append(tools / "uv-0.13.8")
+    (unused := cache_dir() / "venv-fedcba9876543210").mkdir()
+    keep = [downloads / pins.sdist.filename, downloads / "vllm-0.32.0.tar.gz",
+            tools / "uv-0.13.8"]  # fmt: skip
     drop = [downloads / "vllm-0.31.0.tar.gz", tools / "uv-0.1.0"]
     for path in keep + drop:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -201,9 +185,8 @@ def test_backups_prune_deletes_only_what_the_fork_or_the_series_holds(ws, case):
 
 def test_backups_are_dated_when_they_were_made(ws):
     ws.series_of(*THREE)
-    git(ws.tree, "branch", "backup/20240102T030405", "HEAD~1")
-    git(ws.tree, "branch", "backup/20240102T030405-1", "HEAD~1")
-    git(ws.tree, "branch", "backup/by-hand", "HEAD~1")  # no time in its name
+    for name in ("20240102T030405", "20240102T030405-1", "by-hand"):  # by hand: no time
+        git(ws.tree, "branch", f"backup/{name}", "HEAD~1")
     listed = backups.report(ws.tree, False, ws.patches)
     print(listed)
     committed = git(ws.tree, "log", "-1", "--format=%cs").stdout.strip()

@@ -1,12 +1,12 @@
-"""ruff and mypy on the tool's own code: two checks `test` runs, with the
-venv's programs, that `pr` neither renders nor requires."""
+"""ruff and mypy on the tool's own code: checks `test` runs with the venv's
+programs, that `pr` neither renders nor requires."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from evidence_fixture import link_venv, programs
+from evidence_fixture import link_venv, new_repo, programs
 
 from evidence.pr import make as pr
 from forktool import checks, tool_checks
@@ -47,18 +47,13 @@ def test_a_code_check_fails_on_any_failed_command_or_a_missing_program(tmp_path)
 
 
 def test_the_repositorys_tests_run_through_the_runner(tmp_path, monkeypatch):
-    """The tool's tests (and the fuzz) run through the runner: outcomes from
-    its plugin, the excerpt each failure's message, the output in a log."""
-    repo = tmp_path / "repo"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "tests" / "test_t.py").write_text(
-        "import os\n\n"
-        "def test_ok():\n    pass\n\n"
-        "def test_env():\n    assert os.environ.get('EXTRA') == 'yes', 'no EXTRA'\n"
-    )
+    """Outcomes from the runner's plugin, each failure's message in the
+    excerpt, the output in a log."""
+    test = "def test_env():\n    assert os.environ.get('EXTRA') == 'yes', 'no EXTRA'\n"
+    files = {"tests/test_t.py": f"import os\n\ndef test_ok():\n    pass\n\n{test}"}
+    repo = new_repo(tmp_path / "repo", files)
     monkeypatch.setattr(tool_checks, "LAYOUT", Layout(repo))
     venv = link_venv(tmp_path / "venv")
-
     session = tool_checks.repo_pytest(venv, "tests", label="mine")
     found = tool_checks.measured(session, "tests")
     assert not found.ok and found.counts == {"passed": 1, "failed": 1}

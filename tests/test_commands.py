@@ -1,6 +1,5 @@
-"""The command line: each command's help, exit statuses, the programs it
-needs (named in one line), `env` and `run`, the matrix table, and the tool run
-by its path from any folder."""
+"""The command line: help, exit statuses, the programs each command needs (in
+one line), `env`, `run`, the matrix table and the tool run by its path."""
 
 from __future__ import annotations
 
@@ -11,7 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from fork_fixture import THREE, git
+from evidence_fixture import programs
+from fork_fixture import THREE, git, refused
 
 from evidence.matrix import table as _table
 from forktool import advice, commands, prerequisites, uv, venv
@@ -26,14 +26,11 @@ from forktool.pytest_runner import Result
 
 def test_env_prints_the_exact_export_lines(tmp_path):
     env = tmp_path / "venv"
-    variables = venv.user_env(env, tmp_path / "hf home", gpu=False)
-    lines = venv.export_lines(variables)
-    print(lines)
+    lines = venv.export_lines(venv.user_env(env, tmp_path / "hf home", gpu=False))
     shell = 'eval "$(cat)"; echo "$VLLM_TARGET_DEVICE|$HF_HOME|$HF_HUB_OFFLINE|$PATH"'
-    out = subprocess.run(
-        ["bash", "-c", shell], input=lines, capture_output=True, text=True, check=True
-    ).stdout.strip()
-    device, hf_home, offline, path = out.split("|")
+    ran = subprocess.run(["bash", "-c", shell], input=lines, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    device, hf_home, offline, path = ran.stdout.strip().split("|")
     assert (device, hf_home, offline) == ("cpu", str(tmp_path / "hf home"), "1")
     assert path.startswith(f"{env}/bin:") and len(path) > len(f"{env}/bin:")
     # With a GPU the device is left to vLLM.
@@ -46,16 +43,11 @@ def test_run_needs_the_venv_runs_its_programs_and_passes_the_exit_status(
     monkeypatch.setattr("forktool.commands.run.LAYOUT", Layout(tmp_path))
     env = tmp_path / "build" / ".venv"
     assert main(["run", "--", "true"]) == 1  # no venv: a clear error
-    assert f"{env} does not exist; run `python3 -m forktool install`" in (
-        capsys.readouterr().err
-    )
-    (env / "bin").mkdir(parents=True)
+    err = capsys.readouterr().err
+    assert f"{env} does not exist; run `python3 -m forktool install`" in err
+    probe = 'echo "$PWD $VIRTUAL_ENV $HF_HUB_OFFLINE" > out\nexit 4'
+    programs(env / "bin", probe=probe)  # not on PATH: found in the venv's bin/
     (env / venv.COMPLETE).write_text("lock digest\n")
-    probe = env / "bin" / "probe"  # not on PATH: found in the venv's bin/
-    probe.write_text(
-        '#!/bin/sh\necho "$PWD $VIRTUAL_ENV $HF_HUB_OFFLINE" > out\nexit 4\n'
-    )
-    probe.chmod(0o755)
     monkeypatch.chdir(tmp_path)
     assert main(["run", "-C", str(env), "--", "probe"]) == 4
     assert (env / "out").read_text() == f"{env} {env} 1\n"
@@ -70,9 +62,7 @@ def test_the_matrix_table_fits_120_columns_with_a_legend():
     for n in range(1, 10):
         outcomes = {long: "passed"} | ({short: "skipped"} if n > 2 else {})
         columns[f"{n:04d}"] = Result(outcomes)
-    table = _table(columns)
-    print(table)
-    lines = table.splitlines()
+    lines = _table(columns).splitlines()
     assert max(map(len, lines)) <= 120
     row = next(line for line in lines if "test_zeroing" in line)
     assert row.split()[1:] == ["FAIL", "-", "-"] + ["skip"] * 7
@@ -93,7 +83,12 @@ def test_every_command_says_what_it_refuses_and_writes_and_each_option_why(capsy
             assert action.help, f"{name} {action.dest}: no help"
 
 
-def test_a_conflict_exits_with_status_3_other_errors_with_1(monkeypatch):
+def test_a_conflict_exits_3_other_errors_1_and_the_readme_says_usage_errors_2(
+    monkeypatch,
+):
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "Exit status: 0 done, 1 refused or failed" in readme
+    assert "2 a usage error" in readme
     for error, status in ((ConflictError, 3), (ForkToolError, 1)):
 
         def run(pins, args, error=error):
@@ -106,15 +101,13 @@ def test_a_conflict_exits_with_status_3_other_errors_with_1(monkeypatch):
 
 
 def test_malformed_pins_name_the_missing_field(tmp_path):
-    text = (REPO / "pins.toml").read_text()
+    lines = (REPO / "pins.toml").read_text().splitlines(keepends=True)
+    no_author = "".join(x for x in lines if not x.startswith("author = "))
     broken = tmp_path / "pins.toml"
-    lines = text.splitlines(keepends=True)
-    broken.write_text("".join(x for x in lines if not x.startswith("author = ")))
-    with pytest.raises(ForkToolError, match="lacks `fork.author`"):
-        Pins.load(broken)
-    broken.write_text("[base\n")
-    with pytest.raises(ForkToolError, match="cannot read"):
-        Pins.load(broken)
+    for text, said in ((no_author, "lacks `fork.author`"), ("[base\n", "cannot read")):
+        broken.write_text(text)
+        with pytest.raises(ForkToolError, match=said):
+            Pins.load(broken)
 
 
 @pytest.mark.parametrize("where", ["inside the fork", "any folder"])
@@ -126,10 +119,9 @@ def test_the_tool_run_by_its_path_uses_its_clones_paths(tmp_path, monkeypatch, w
     shutil.copytree(REPO / "forktool", clone / "forktool",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     shutil.copy(REPO / "pins.toml", clone)
+    (inside := clone / "build" / "vllm" / "vllm").mkdir(parents=True)
     (clone / "patches").mkdir()
     (clone / "patches" / "series").write_text("# empty\n")
-    inside = clone / "build" / "vllm" / "vllm"
-    inside.mkdir(parents=True)
     git(clone, "init", "-q")
     cwd, tool = (inside, "../../../forktool") if where == "inside the fork" else (
         tmp_path, str(clone / "forktool"))  # fmt: skip
@@ -147,8 +139,7 @@ def test_the_tool_run_by_its_path_uses_its_clones_paths(tmp_path, monkeypatch, w
     assert helped.returncode == 0 and "usage:" in helped.stdout
     nowhere = run(tool, "run", "-C", str(tmp_path / "nope"), "--", "true")
     assert nowhere.returncode == 1 and "no such folder" in nowhere.stderr
-    checked = run(tool, "export", "--check")
-    fork = clone / "build" / "vllm"
+    checked, fork = run(tool, "export", "--check"), clone / "build" / "vllm"
     assert checked.returncode == 1
     assert checked.stderr == f"error: {fork} is not a fork tree; run `sync` first\n"
     assert (clone / "build" / "forktool.lock").exists()  # the clone's, not REPO's
@@ -164,17 +155,15 @@ def hide(monkeypatch, *names: str) -> None:
         monkeypatch.setattr(module, name, found)
 
 
-def refused(command: str, needs: list[prerequisites.Program]) -> str:
-    with pytest.raises(ForkToolError) as error:
-        prerequisites.require(command, needs)
-    print(error.value)
-    assert "\n" not in str(error.value)  # one line
-    return str(error.value)
+def lacks(command: str, needs: list[prerequisites.Program]) -> str:
+    said = refused(lambda: prerequisites.require(command, needs))
+    assert "\n" not in said  # one line
+    return said
 
 
 def test_setup_and_test_name_every_missing_program_in_one_line(tmp_path, monkeypatch):
-    """git always; pip while the cache lacks uv; the pinned Python while
-    there is no venv; bash and what the checks that gate `test` need."""
+    """git always; pip while the cache lacks uv; the pinned Python while there
+    is no venv; what the checks that gate `test` need."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))  # empty
     pins, env, tools = Pins.load(), tmp_path / "venv", tmp_path / "cache" / "tools"
     gating = [p for c in all_checks() if c.gates_test for p in c.needs]
@@ -182,7 +171,7 @@ def test_setup_and_test_name_every_missing_program_in_one_line(tmp_path, monkeyp
     names = [p.name for p in prerequisites.for_setup(pins, env)]
     assert names == ["git", prerequisites.PIP.name, python]
     hide(monkeypatch, "npm", "node", "pip", "ensurepip")
-    said = refused("test", prerequisites.for_test(pins, gating, env))
+    said = lacks("test", prerequisites.for_test(pins, gating, env))
     assert said.startswith("`test` needs what this machine lacks: ")
     assert all(name in said for name in ("Node.js (node)", "npm, for", "pip for"))
     assert "git" not in said.replace("markdownlint", "")  # git is there
@@ -192,53 +181,38 @@ def test_setup_and_test_name_every_missing_program_in_one_line(tmp_path, monkeyp
         path.write_text("")
     assert prerequisites.for_setup(pins, env) == [prerequisites.GIT]
     prerequisites.require("setup", [prerequisites.GIT])  # the tool's tests have git
-    said = refused("test", prerequisites.for_test(pins, gating, env))
+    said = lacks("test", prerequisites.for_test(pins, gating, env))
     assert "npm" in said and "pip" not in said
     hide(monkeypatch, "git")
-    said = refused("setup", [prerequisites.GIT])
+    said = lacks("setup", [prerequisites.GIT])
     assert said.startswith("`setup` needs what this machine lacks: git, for the fork")
-
-
-def usage_error(capsys, argv: list[str]) -> str:
-    """What `python3 -m forktool argv` prints for a usage error (exit 2)."""
-    with pytest.raises(SystemExit) as exit_status:
-        main(argv)
-    assert exit_status.value.code == 2
-    err = capsys.readouterr().err
-    print(err)
-    return err
 
 
 @pytest.mark.parametrize(
     "argv",
     [["sync", "--froce"], ["sync", "extra-arg"], ["sync", "--f"], ["export", "--c"],
-     ["backups", "--p"]],  # no option is abbreviated
+     ["backups", "--p"],  # no option is abbreviated
+     ["snyc"], []],
 )  # fmt: skip
-def test_an_option_typo_shows_the_commands_usage(capsys, argv):
-    err = usage_error(capsys, argv)
+def test_a_usage_error_exits_2_with_the_commands_usage(capsys, argv):
+    with pytest.raises(SystemExit) as exit_status:
+        main(argv)
+    assert exit_status.value.code == 2
+    err = capsys.readouterr().err
+    print(err)
+    if len(argv) < 2:  # an unknown or missing command: it reads as <command>
+        assert "command_name" not in err and "<command>" in err
+        return
     options = " [--force]" if argv[0] == "sync" else ""
     assert err.startswith(f"usage: python3 -m forktool {argv[0]} [-h]{options}")
     said = f"python3 -m forktool {argv[0]}: error: unrecognized arguments: {argv[1]}"
     assert said in err
 
 
-@pytest.mark.parametrize("argv", [["snyc"], []])
-def test_an_unknown_or_missing_command_reads_as_command(capsys, argv):
-    err = usage_error(capsys, argv)
-    assert "command_name" not in err and "<command>" in err
-
-
-def test_the_readme_says_usage_errors_exit_2():
-    readme = " ".join((REPO / "README.md").read_text().split())
-    assert "Exit status: 0 done, 1 refused or failed" in readme
-    assert "2 a usage error" in readme
-
-
 def test_a_git_revert_of_a_patch_is_told_how_to_drop_it(ws):
     ws.series_of(*THREE)
     git(ws.tree, "revert", "--no-edit", "HEAD~1")  # [Core] Second, patch 2
-    exported = ws.export()
-    names = ws.names()
+    exported, names = ws.export(), ws.names()
     assert f"warning: {names[3]}: reverts patch 2 ({names[1]})" in exported
     assert names[3].startswith("0004-Revert-Core-Second")
     assert advice.revert_hints(ws.tree, names) == [
@@ -258,5 +232,5 @@ def test_a_git_revert_of_a_patch_is_told_how_to_drop_it(ws):
 def test_a_python_without_tarfiles_filters_is_refused(monkeypatch, capsys):
     monkeypatch.setattr(sys, "version_info", (3, 11, 2, "final", 0))
     assert main(["sync"]) == 1
-    said = capsys.readouterr().out
-    assert said == "error: the tool needs Python 3.11.4 or later, not 3.11.2\n"
+    out = capsys.readouterr().out
+    assert out == "error: the tool needs Python 3.11.4 or later, not 3.11.2\n"

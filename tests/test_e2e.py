@@ -1,7 +1,6 @@
-"""evidence.e2e in a clone whose fork is tiny and synthetic: patch 1 holds the
-resolution (with a change elsewhere), patch 2 builds on it. No vLLM, no GPU:
-a fake nvidia-smi lists the GPUs, this interpreter's pytest runs a tiny test
-that passes only with patch 1's resolution, imported as `vllm serve` would."""
+"""evidence.e2e on a tiny fork: patch 1 holds the resolution, patch 2 builds on
+it. A fake nvidia-smi lists GPUs; this interpreter's pytest runs a test that
+passes only with patch 1's resolution, imported as `vllm serve` would."""
 
 from __future__ import annotations
 
@@ -29,17 +28,13 @@ PLANNING = "vllm/v1/core/kv_cache_planning.py"
 UTILS = "vllm/v1/core/kv_cache_utils.py"
 INTERFACE = "vllm/v1/kv_cache_interface.py"
 TEST = """\
-import os, subprocess, sys
-
+import os, subprocess as sp, sys
 def test_pp_mixed_precision_kv_cache():
     # As `vllm serve` imports it: another process, started elsewhere.
     code = "import vllm.v1.core.kv_cache_planning as m; print(m.__file__, m.ANY)"
-    run = subprocess.run(
-        [sys.executable, "-c", code], cwd="/", capture_output=True, text=True
-    )
+    run = sp.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(os.getcwd()), run.stdout
-
 def test_unselected():
     assert False
 """
@@ -50,26 +45,19 @@ NODE = "tests/test_pp.py::test_pp_mixed_precision_kv_cache"
 def tiny_fork(fork: Path) -> None:
     """base; patch 1: the OR, the scheduler's copy and a field; patch 2: the
     field's next line and another line of kv_cache_utils.py."""
-    base = {
-        ".gitignore": "*.so\n__pycache__/\n",
-        "vllm/__init__.py": "",
-        PLANNING: "def plan():\n    pass\n",
-        UTILS: "def configure():\n    pass\n\n\ndef other():\n    pass\n",
-        INTERFACE: "class Spec:\n    pass\n",
-        "tests/test_pp.py": TEST,
-    }
+    base = {".gitignore": "*.so\n__pycache__/\n", "vllm/__init__.py": "",
+            PLANNING: "def plan():\n    pass\n", INTERFACE: "class Spec:\n    pass\n",
+            UTILS: "def configure():\n    pass\n\n\ndef other():\n    pass\n",
+            "tests/test_pp.py": TEST}  # fmt: skip
     commit(new_repo(fork), base, "vllm 0.1", tag="base")
-    patch_1 = {
+    commit(fork, {
         PLANNING: "ANY = True\n\n\ndef plan():\n    pass\n",
         UTILS: "def configure():\n    copy = True\n\n\ndef other():\n    pass\n",
-        INTERFACE: "class Spec:\n    zeroing = True\n",
-    }
-    commit(fork, patch_1, PATCH_1)
-    patch_2 = {
+        INTERFACE: "class Spec:\n    zeroing = True\n"}, PATCH_1)  # fmt: skip
+    commit(fork, {
         UTILS: "def configure():\n    copy = True\n\n\ndef other():\n    return 2\n",
         INTERFACE: "class Spec:\n    zeroing = True\n    pages = 2\n",
-    }
-    commit(fork, patch_2, "[Core] Zero only where bytes change precision")
+    }, "[Core] Zero only where bytes change precision")  # fmt: skip
     (fork / "vllm" / "_C.abi3.so").write_bytes(b"\x7fELF")  # as install leaves it
 
 
@@ -91,8 +79,7 @@ def clone(tmp_path, monkeypatch) -> Layout:
 
 
 def fake_gpus(tmp_path: Path, monkeypatch, listed: str | None) -> None:
-    """PATH only git and an nvidia-smi printing `listed` (None: no
-    nvidia-smi), whatever this machine has."""
+    """PATH: only git and an nvidia-smi printing `listed` (None: no nvidia-smi)."""
     smi = {} if listed is None else {"nvidia-smi": f"printf '{listed}'"}
     bin_dir = programs(tmp_path / "fake-bin", **smi)
     (bin_dir / "git").symlink_to(shutil.which("git") or "git")
@@ -103,14 +90,10 @@ ONE_GPU = "GPU 0: NVIDIA H200 (UUID: GPU-1)\\n  MIG 3g.71gb Device 0: (UUID: MIG
 TWO_GPUS = "GPU 0: NVIDIA H200 (UUID: GPU-1)\\nGPU 1: NVIDIA H200 (UUID: GPU-2)\\n"
 
 
-@pytest.mark.parametrize(
-    "listed, said",
-    [
-        (None, "needs two GPUs and found 0 "),
-        (ONE_GPU, "needs two GPUs and found 1 "),
-        (TWO_GPUS, "run `python3 -m forktool setup` first"),  # the venv unfinished
-    ],
-)
+@pytest.mark.parametrize("listed, said", [
+    (None, "needs two GPUs and found 0 "), (ONE_GPU, "needs two GPUs and found 1 "),
+    (TWO_GPUS, "run `python3 -m forktool setup` first"),  # the venv unfinished
+])  # fmt: skip
 def test_too_few_gpus_or_no_setup_is_refused_and_nothing_written(
     clone, tmp_path, monkeypatch, listed, said
 ):
@@ -156,17 +139,12 @@ def test_both_runs_are_recorded_and_only_patch_1s_resolution_reverted(
     assert e2e.without_resolution(fork, tree) == reverted  # again, from scratch
 
 
-@pytest.mark.parametrize(
-    "series, without, ok",
-    [
-        ("passed", "failed", True),
-        ("passed", "error", True),
-        ("passed", "passed", False),  # the test does not see the resolution
-        ("skipped", "failed", False),  # no access to the model: no pass
-        ("failed", "failed", False),
-        (None, "failed", False),  # nothing collected
-    ],
-)
+@pytest.mark.parametrize("series, without, ok", [
+    ("passed", "failed", True), ("passed", "error", True),
+    ("passed", "passed", False),  # the test does not see the resolution
+    ("skipped", "failed", False),  # no access to the model: no pass
+    ("failed", "failed", False), (None, "failed", False),  # None: nothing collected
+])  # fmt: skip
 def test_it_passes_only_when_the_series_passes_and_the_revert_fails(
     clone, monkeypatch, series, without, ok
 ):

@@ -1,8 +1,6 @@
-"""File-system faults (a read-only folder, a full disk, a file size limit, a
-dangling symlink, no permission) end in one error line that names the path
-and the cause, never a traceback, and leave patches/ and the fork as they
-were. Simulated by raising OSError where the tool writes, or with a git
-killed by a signal: chmod does not stop root, who may run these tests."""
+"""File-system faults end in one error line naming the path and the cause, and
+leave patches/ and the fork as they were. Simulated by raising OSError where
+the tool writes, or a git killed by a signal: chmod does not stop root."""
 
 from __future__ import annotations
 
@@ -13,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from evidence_fixture import programs
 from fork_fixture import THREE, Workspace, commit, git, head
 
 from forktool import commands, venv
@@ -23,17 +22,16 @@ from forktool.process import ForkToolError
 
 
 def as_command(monkeypatch, run) -> None:
-    """`python3 -m forktool sync` runs `run()` (no lock: `test` holds this
-    clone's while it runs these tests)."""
+    """`python3 -m forktool sync` runs `run()`, without the clone's lock."""
     command = Command("d", lambda pins, args: print(run()) or 0, locks=False)
     monkeypatch.setattr(commands, "command", lambda name: command)
 
 
-def one_error_line(capsys, *said: str) -> str:
+def one_error_line(capsys, *said: str, kind: str = "error") -> str:
     err = capsys.readouterr().err
     print(err)
     assert "Traceback" not in err
-    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert err.count("\n") == 1 and err.startswith(f"{kind}: "), err
     assert all(s in err for s in said), err
     return err
 
@@ -54,12 +52,8 @@ def read_only(monkeypatch, root: Path) -> None:
 
 
 def state(ws: Workspace) -> tuple[dict[str, bytes], str, str]:
-    """patches/, the fork's HEAD and its status, to compare before and after."""
-    status = git(ws.tree, "status", "--porcelain").stdout
-    return ws.snapshot(), head(ws.tree), status
-
-
-# -- the cache ---------------------------------------------------------------
+    """patches/, the fork's HEAD and its status."""
+    return ws.snapshot(), head(ws.tree), git(ws.tree, "status", "--porcelain").stdout
 
 
 def test_a_read_only_cache_that_knows_the_clone_stops_nothing(
@@ -88,24 +82,15 @@ def test_a_cache_that_cannot_note_the_clone_warns_and_writes_no_half_note(
 
     monkeypatch.setattr(pathlib.Path, "write_text", fails)
     venv.register_clone(tmp_path / "clone")  # no exception: sync goes on
-    err = capsys.readouterr().err
-    print(err)
-    assert err.count("\n") == 1 and err.startswith("warning: ")
-    assert str(cache_dir() / "clones") in err and os.strerror(code) in err
+    clones = str(cache_dir() / "clones")
+    one_error_line(capsys, clones, os.strerror(code), kind="warning")
     assert list((cache_dir() / "clones").iterdir()) == []  # nothing half-written
 
 
-# -- any OSError -------------------------------------------------------------
-
-HINTS = {
-    errno.EROFS: "read-only",
-    errno.EACCES: "permission",
-    errno.EPERM: "permission",
-    errno.ENOSPC: "free some space",
-    errno.EDQUOT: "quota",
-    errno.EFBIG: "ulimit -f",
-    errno.EEXIST: "dangling symbolic link",
-}
+HINTS = {errno.EROFS: "read-only", errno.EACCES: "permission",
+         errno.EPERM: "permission", errno.ENOSPC: "free some space",
+         errno.EDQUOT: "quota", errno.EFBIG: "ulimit -f",
+         errno.EEXIST: "dangling symbolic link"}  # fmt: skip
 
 
 @pytest.mark.parametrize("code, path", [*((c, "build/forktool.lock") for c in HINTS),
@@ -120,9 +105,6 @@ def test_an_os_error_is_one_line_with_the_path_its_cause_and_what_to_do(
     assert main(["sync"]) == 1
     where = f"{tmp_path / path}: " if path else ""
     one_error_line(capsys, f"error: {where}{os.strerror(code)} (", HINTS[code])
-
-
-# -- sync and export on a broken disk ----------------------------------------
 
 
 def test_a_full_disk_during_the_first_unpack_leaves_nothing(ws, monkeypatch, capsys):
@@ -161,19 +143,11 @@ def test_a_dangling_or_read_only_build_is_one_error_line(
     assert build.is_symlink() == dangling
 
 
-# -- git killed by a signal --------------------------------------------------
-
-
 def killing_git(tmp_path, monkeypatch, when: str) -> None:
     """A git on PATH that a file size limit kills (SIGXFSZ) in `git <when>`."""
     real = git(None, "--exec-path").stdout.strip() + "/git"
-    bin = tmp_path / "bin"
-    bin.mkdir()
-    (bin / "git").write_text(
-        f'#!/bin/sh\ncase " $* " in *" {when} "*) kill -s XFSZ $$;; esac\n'
-        f'exec {real} "$@"\n'
-    )
-    (bin / "git").chmod(0o755)
+    script = f'case " $* " in *" {when} "*) kill -s XFSZ $$;; esac\nexec {real} "$@"'
+    bin = programs(tmp_path / "bin", git=script)
     monkeypatch.setenv("PATH", f"{bin}{os.pathsep}{os.environ['PATH']}")
 
 
@@ -182,14 +156,12 @@ def test_git_killed_by_a_file_size_limit_says_so(tmp_path, monkeypatch):
     with pytest.raises(ForkToolError) as failed:
         git(tmp_path, "status", "--porcelain")
     said = str(failed.value)
-    print(said)
     assert said.startswith("`git status --porcelain` failed (killed by SIGXFSZ: a ")
     assert "a file size limit (ulimit -f)" in said and f") in {tmp_path}" in said
     assert "it left" not in said
     # A git killed while it held the index's lock leaves the lock behind.
-    lock = tmp_path / ".git" / "index.lock"
-    lock.parent.mkdir()
-    lock.write_text("")
+    (tmp_path / ".git").mkdir()
+    (lock := tmp_path / ".git" / "index.lock").write_text("")
     with pytest.raises(ForkToolError, match=f"; it left {lock}: delete it once"):
         git(tmp_path, "status", "--porcelain")
 

@@ -35,9 +35,8 @@ def test_uncommitted_changes_are_refused_and_the_advised_stash_keeps_them(ws, pa
     (ws.tree / path).write_text("mine\n")
     message = refused(ws.sync)
     assert "uncommitted changes" in message and (ws.tree / path).read_text() == "mine\n"
-    advised = re.search(r"`(git -C \S+ stash -u)`", message)  # -u: untracked too
-    assert advised, message
-    subprocess.run(advised.group(1), shell=True, check=True)
+    assert (advised := re.search(r"`(git -C \S+ stash -u)`", message)), message
+    subprocess.run(advised.group(1), shell=True, check=True)  # -u: untracked too
     assert "up to date" in ws.sync()
     git(ws.tree, "stash", "pop")
     assert (ws.tree / path).read_text() == "mine\n"
@@ -74,20 +73,10 @@ def test_sync_refuses_local_work_and_export_saves_it(ws, work):
     assert "Save it with `python3 -m forktool export`" in str(error)
     assert head(ws.tree) == mine
     message = ws.export()
-    assert saved in message
-    assert "removed from the series" not in message
+    assert saved in message and "removed from the series" not in message
     commit_series(ws.patches)
     assert "up to date" in ws.sync()
     assert trees(ws.clone()) == trees(ws.tree)
-
-
-def test_sync_force_keeps_local_work_on_a_backup_branch(ws):
-    ws.sync()
-    commit(ws.tree, "mini/__init__.py", "VALUE = 3\n", "Local work")
-    mine = head(ws.tree)
-    backup = ws.sync(force=True).rsplit("branch ", 1)[1]
-    assert head(ws.tree, backup) == mine
-    assert (ws.tree / "mini" / "__init__.py").read_text() == "VALUE = 1\n"
 
 
 STOPPED = {  # the operation, what the refusal calls it, its finish, its abort
@@ -144,14 +133,13 @@ def test_a_fork_off_its_branch_is_named_and_the_advice_keeps_its_commits(ws, whe
         commit(ws.tree, "mini/feature.py", "F = 1\n", "[Core] Feature")
     at = head(ws.tree)
     kept = "feature" if where == "a branch" else f"kept-{at[:12]}"
+    branched = where == "a commit on a detached HEAD"  # advised to keep it
     for command in (ws.sync, ws.export):
         message = refused(command)
         assert f"{ws.tree} is on {named}" in message
         assert "not on its branch `main`" in message
         assert f"git -C {ws.tree} checkout main" in message
-        assert (f"branch {kept} {at[:12]}" in message) == (
-            where == "a commit on a detached HEAD"
-        )
+        assert (f"branch {kept} {at[:12]}" in message) == branched
     assert ws.snapshot() == before and head(ws.tree) == at
     ws.follow(message)
     assert subjects(ws.tree) == SUBJECTS
@@ -265,10 +253,8 @@ def test_an_undone_export_is_named_and_each_way_on_loses_nothing(ws, undo, way):
     if way == "export again":
         assert ws.snapshot() == exported and head(ws.tree) == mine
     else:
-        assert (
-            ws.snapshot() == committed
-            and (ws.tree / "mini/util.py").read_text() != MINE
-        )
+        assert ws.snapshot() == committed
+        assert (ws.tree / "mini/util.py").read_text() != MINE
         kept = [b for b in git(ws.tree, "branch").stdout.split() if "backup/" in b]
         assert [head(ws.tree, b) for b in kept] == [mine]
     assert "up to date" in ws.sync()

@@ -21,34 +21,25 @@ FORK_UTILS = REPO / "build" / "vllm" / "vllm" / "v1" / "worker" / "utils.py"
 UTILS = """\
 import torch
 from vllm.triton_utils import tl, triton
-
-
 def unrelated():
     return 1
-
-
 @triton.jit
 def _zero_kv_blocks_kernel(
     seg_addrs_ptr,
     BLOCK_SIZE: tl.constexpr,
 ):
     pass
-
-
 class KVBlockZeroer:
     def zero_block_ids(self, block_ids):
         return block_ids
 """
-
-
 NO_CUDA = "class cuda:\n    is_available = staticmethod(lambda: False)\n"
 
 
 def load_script():
     spec = importlib.util.spec_from_file_location("gpu_zeroing_bench", SCRIPT)
     assert spec is not None and spec.loader is not None, SCRIPT
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
     return module
 
 
@@ -69,22 +60,6 @@ def test_extract_reads_the_fork():
     assert "_zero_kv_blocks_kernel[grid](" in code
 
 
-def carried(tmp_path: Path, utils: str) -> Path:
-    folder = tmp_path / "carry"
-    folder.mkdir()
-    (folder / "utils.py").write_text(utils)
-    meta = {"tree": "0" * 40, "base_version": "0.33.0"}
-    (folder / "source.json").write_text(json.dumps(meta))
-    return folder
-
-
-def fake_packages(tmp_path: Path, fakes: dict[str, str]) -> Path:
-    for name, body in fakes.items():
-        (tmp_path / "fakes" / name).mkdir(parents=True)
-        (tmp_path / "fakes" / name / "__init__.py").write_text(body)
-    return tmp_path / "fakes"
-
-
 def run_script(cwd: Path, fakes: Path, *args: str):
     env = {"PYTHONPATH": str(fakes), "PATH": "/usr/bin:/bin"}
     command = [sys.executable, str(SCRIPT), *args]
@@ -97,20 +72,24 @@ NO_GPU = {"torch": NO_CUDA, "triton": ""}
 NO_KERNEL = "def something_else():\n    pass\n"
 
 
-@pytest.mark.parametrize(
-    "fakes, utils, status, said",
-    [
-        (NO_TORCH, UTILS, 0, "SKIP gpu-zeroing: torch not installed"),
-        (NO_TRITON, UTILS, 0, "SKIP gpu-zeroing: triton not installed"),
-        (NO_GPU, UTILS, 0, "SKIP gpu-zeroing: no CUDA device"),
-        # A source without the kernel is an error, not a skip.
-        (NO_TORCH, NO_KERNEL, 2, "no top-level _zero_kv_blocks_kernel, KVBlockZeroer"),
-    ],
-)
+@pytest.mark.parametrize("fakes, utils, status, said", [
+    (NO_TORCH, UTILS, 0, "SKIP gpu-zeroing: torch not installed"),
+    (NO_TRITON, UTILS, 0, "SKIP gpu-zeroing: triton not installed"),
+    (NO_GPU, UTILS, 0, "SKIP gpu-zeroing: no CUDA device"),
+    # A source without the kernel is an error, not a skip.
+    (NO_TORCH, NO_KERNEL, 2, "no top-level _zero_kv_blocks_kernel, KVBlockZeroer"),
+])  # fmt: skip
 def test_skips_with_the_reason_and_writes_nothing(tmp_path, fakes, utils, status, said):
-    results, source = tmp_path / "results", carried(tmp_path, utils)
-    fakes = fake_packages(tmp_path, fakes)
-    run = run_script(tmp_path, fakes, "run", str(source), "--results", str(results))
+    results, source = tmp_path / "results", tmp_path / "carry"
+    for name, body in fakes.items():  # fake packages
+        (tmp_path / "fakes" / name).mkdir(parents=True)
+        (tmp_path / "fakes" / name / "__init__.py").write_text(body)
+    source.mkdir()
+    (source / "utils.py").write_text(utils)
+    meta = {"tree": "0" * 40, "base_version": "0.33.0"}
+    (source / "source.json").write_text(json.dumps(meta))
+    args = ("run", str(source), "--results", str(results))
+    run = run_script(tmp_path, tmp_path / "fakes", *args)
     assert run.returncode == status, run.stderr
     assert said in (run.stderr if status else run.stdout)
     assert not results.exists()
@@ -151,11 +130,8 @@ def test_the_forks_zeroer_clears_exactly_its_blocks_in_the_interpreter(tmp_path)
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     args = [INTERPRETED, str(SCRIPT.parent), str(FORK_UTILS), str(tmp_path)]
-    run = subprocess.run(
-        [sys.executable, "-c", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""},
-    )
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    command = [sys.executable, "-c", *args]
+    run = subprocess.run(command, capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "zeroed blocks: 12" in run.stdout  # 4 blocks in each of 3 layers

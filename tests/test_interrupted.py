@@ -19,15 +19,18 @@ from forktool.process import ForkToolError
 BACKED_UP = ["log", "--format=%s", "--branches=backup/"]
 
 
+def interrupt(*args):
+    raise KeyboardInterrupt
+
+
 @pytest.mark.parametrize("fork", ["an existing fork", "no fork yet"])
 def test_a_sync_stopped_in_git_am_leaves_the_fork_as_it_was(ws, monkeypatch, fork):
     ws.series_of(*THREE)
-    existing = fork == "an existing fork"
-    if existing:
+    if existing := fork == "an existing fork":
         commit(ws.tree, "LOCAL.md", "x\n", "[Doc] Local")
-        before = head(ws.tree)
     else:
         shutil.rmtree(ws.tree)
+    before = existing and head(ws.tree)
 
     def interrupted(repo, *args, **kwargs):
         """Ctrl-C inside the am of the third patch, after it began its file."""
@@ -44,8 +47,7 @@ def test_a_sync_stopped_in_git_am_leaves_the_fork_as_it_was(ws, monkeypatch, for
         assert head(ws.tree) == before and clean(ws.tree)
     else:
         assert not ws.tree.exists()
-    message = ws.sync(force=existing)
-    print(message)
+    print(message := ws.sync(force=existing))
     done = "undid an interrupted command" if existing else "materialised"
     assert message.startswith(done)
     assert subjects(ws.tree) == SUBJECTS
@@ -60,14 +62,13 @@ def test_a_sync_killed_while_it_moves_the_fork_is_finished(ws, monkeypatch):
 
     def killed(fork_tree, move):
         (fork_tree / ".git" / "index.lock").write_text("")
-        raise KeyboardInterrupt
+        interrupt()
 
     with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
         patched.setattr(journal, "_finish_sync", killed)
         ws.sync(force=True)
     assert journal.journal_path(ws.tree).exists()
-    message = ws.sync()
-    assert message.startswith("finished an interrupted sync"), message
+    assert (message := ws.sync()).startswith("finished an interrupted sync"), message
     assert subjects(ws.tree) == SUBJECTS
     assert not (ws.tree / ".git" / "index.lock").exists() and clean(ws.tree)
     assert "[Doc] Local" in git(ws.tree, *BACKED_UP).stdout
@@ -79,11 +80,8 @@ def test_an_export_finished_later_marks_what_it_exported(ws, monkeypatch):
     commit(ws.tree, "FOUR.md", "4\n", "[Doc] Four")
     exported = head(ws.tree)
 
-    def killed(fork_tree, done):
-        raise KeyboardInterrupt
-
     with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
-        patched.setattr(journal, "_finish_export", killed)
+        patched.setattr(journal, "_finish_export", interrupt)
         ws.export()
     commit(ws.tree, "FIVE.md", "5\n", "[Doc] Five")
     with pytest.raises(ForkToolError, match="Five.patch: only in the fork"):
@@ -92,8 +90,7 @@ def test_an_export_finished_later_marks_what_it_exported(ws, monkeypatch):
     assert head(ws.tree, "refs/forktool/synced") == exported
 
 
-HOLD = """
-import sys, time
+HOLD = """import sys, time
 from pathlib import Path
 from forktool import process
 with process.hold(Path(sys.argv[1]), "sync --force"):
@@ -104,20 +101,14 @@ with process.hold(Path(sys.argv[1]), "sync --force"):
 
 def holder(lock, seconds: float) -> subprocess.Popen:
     """A process holding `lock` for `seconds`, as `sync --force`."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(lock), str(seconds)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    assert process.stdout.readline() == "held\n"
+    command = [sys.executable, "-c", HOLD, str(lock), str(seconds)]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert process.stdout and process.stdout.readline() == "held\n"
     return process
 
 
 def test_a_second_command_waits_then_refuses_naming_the_first(tmp_path):
-    lock = tmp_path / "build" / "forktool.lock"
-    first = holder(lock, 30)
+    first = holder(lock := tmp_path / "build" / "forktool.lock", 30)
     try:
         start = time.monotonic()
         with pytest.raises(ForkToolError) as refused:
@@ -133,16 +124,14 @@ def test_a_second_command_waits_then_refuses_naming_the_first(tmp_path):
 
 
 def test_a_second_command_gets_the_lock_once_the_first_ends(tmp_path):
-    lock = tmp_path / "build" / "forktool.lock"
-    first = holder(lock, 0.5)
+    first = holder(lock := tmp_path / "build" / "forktool.lock", 0.5)
     with process.hold(lock, "export", wait=10):
         assert first.wait(timeout=10) == 0  # it ended its block first
     assert lock.read_text() == ""  # released: nobody named
 
 
 def test_a_killed_holders_lock_is_taken_over_and_said(tmp_path, capsys):
-    lock = tmp_path / "build" / "forktool.lock"
-    first = holder(lock, 30)
+    first = holder(lock := tmp_path / "build" / "forktool.lock", 30)
     first.kill()
     first.wait()
     fork = tmp_path / "build" / "vllm"  # no fork: nothing to recover

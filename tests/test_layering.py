@@ -1,29 +1,24 @@
 """The tool's import graph, read from the source with `ast` (nothing is
-imported): the workflow package (forktool) imports nothing of the PR
-evidence package (evidence), which the registry of checks and the command
-line name as strings, imported when used; `--help` imports few modules;
-command modules do not import each other, and nothing imports a command
-module; the series workflow (sync, export, backups) imports nothing of the
-test runner or the environment; no modules import each other in a cycle."""
+imported): which packages and modules may import which, and no cycles."""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("forktool", "evidence")
+Is = Callable[[str], bool]
 
-SERIES_WORKFLOW = ("sync", "export", "backups", "journal")
-"""What `sync`, `export` and `backups` run; their imports are the workflow."""
-NOT_IN_WORKFLOW = (
+SERIES_WORKFLOW = ("sync", "export", "backups", "journal")  # and what they import
+NOT_IN_WORKFLOW = (  # the pytest runner, the registry of checks, the environment
     *("pytest_runner", "pytest_report", "pytest_affinity"),
     *("venv", "venv_probe", "venv_lock", "uv", "hfcache"),
     *("checks", "tool_checks", "prepare"),
 )
-"""The pytest runner, the registry of checks and the environment."""
 
 
 def module_name(path: Path) -> str:
@@ -32,9 +27,7 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {
-    module_name(p): p
-    for package in PACKAGES
-    for p in sorted((ROOT / package).rglob("*.py"))
+    module_name(p): p for k in PACKAGES for p in sorted((ROOT / k).rglob("*.py"))
 }
 
 
@@ -44,8 +37,7 @@ def _package(name: str) -> str:
 
 
 def imports(name: str) -> dict[str, int]:
-    """The forktool modules `name` imports (at any level, functions included),
-    each with the line of its first import."""
+    """The modules `name` imports (functions' too), each with its first line."""
     found: dict[str, int] = {}
     for node in ast.walk(ast.parse(MODULES[name].read_text())):
         if isinstance(node, ast.Import):
@@ -77,54 +69,45 @@ def where(importer: str, imported: str) -> str:
     return f"{path}:{GRAPH[importer][imported]} imports {imported}"
 
 
+def edges(importer: Is, imported: Is) -> list[str]:
+    """Where an `importer` module imports an `imported` one."""
+    return [where(a, b) for a in sorted(MODULES) if importer(a)
+            for b in GRAPH[a] if imported(b)]  # fmt: skip
+
+
 def test_the_workflow_imports_nothing_of_the_evidence():
-    """The evidence's checks and commands reach the workflow only by the
-    module names in forktool.checks.REGISTERED and forktool.commands.COMMANDS."""
-    wrong = [
-        where(importer, imported)
-        for importer in sorted(MODULES)
-        if importer.startswith("forktool")
-        for imported in GRAPH[importer]
-        if imported.startswith("evidence")
-    ]
+    """The evidence's checks and commands reach the workflow only by module
+    names (forktool.checks.REGISTERED, forktool.commands.COMMANDS)."""
+    wrong = edges(
+        lambda a: a.startswith("forktool"), lambda b: b.startswith("evidence")
+    )
     assert not wrong, "the workflow imports the evidence:\n" + "\n".join(wrong)
 
 
 def _is_command(name: str) -> bool:
-    """A command module: one in a package's commands/ (not the list of them
-    in its `__init__`, nor the `Command` dataclass)."""
+    """One in a package's commands/ (not its `__init__`, nor `command`)."""
     package, _, rest = name.partition(".commands.")
     return bool(rest) and package in PACKAGES and rest != "command"
 
 
 def test_no_module_imports_a_command_module():
-    """Shared code lives outside commands/: no command module imports
-    another, and no other module imports one (an upward import), except the
-    list of a package's commands in its `commands/__init__`."""
-    wrong = [
-        where(importer, imported)
-        for importer in sorted(MODULES)
-        if not importer.endswith(".commands")
-        for imported in GRAPH[importer]
-        if _is_command(imported)
-    ]
+    """Neither command modules nor shared code (an upward import) do; only a
+    package's `commands/__init__`, the list of its commands."""
+    wrong = edges(lambda a: not a.endswith(".commands"), _is_command)
     assert not wrong, "command modules imported:\n" + "\n".join(wrong)
 
 
 def _chains(roots: list[str], parents: bool = True) -> dict[str, list[str]]:
-    """Each module the roots import, transitively (with `parents`, parent
-    packages too, which Python runs first), with the chain of imports that
-    reaches it; a root reached again has its cycle under its own name."""
+    """Each module the roots import transitively (and, with `parents`, the parent
+    packages Python runs first), with the chain of imports that reaches it; a
+    root reached again has its cycle under its own name."""
     chains: dict[str, list[str]] = {}
     todo = [[root] for root in roots]
     while todo:
         chain = todo.pop(0)
         parent = chain[-1].rpartition(".")[0]
-        nexts = [
-            *GRAPH[chain[-1]],
-            *([parent] if parents and parent in MODULES else []),
-        ]
-        for nxt in nexts:
+        extra = [parent] if parents and parent in MODULES else []
+        for nxt in [*GRAPH[chain[-1]], *extra]:
             if nxt not in chains:
                 chains[nxt] = [*chain, nxt]
                 todo.append(chains[nxt])
@@ -156,8 +139,7 @@ def test_no_import_cycles():
 
 
 def test_the_graph_sees_imports_of_every_kind():
-    """The reader itself: `from pkg import module`, `from module import name`,
-    and imports inside functions all count."""
+    """`from pkg import module`, `from module import name`, imports in functions."""
     assert "forktool.journal" in GRAPH["forktool.sync"]  # from forktool import
     assert "forktool.series" in GRAPH["forktool.sync"]  # from forktool.series import
     assert "forktool.commands.command" in GRAPH["forktool.commands.sync"]
@@ -170,18 +152,10 @@ def test_the_graph_sees_imports_of_every_kind():
 
 def test_help_imports_at_most_25_of_the_projects_modules():
     """`--help` names every command without importing their modules."""
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "forktool", "--help"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    imported = [
-        line.rsplit("|", 1)[1].strip()
-        for line in done.stderr.splitlines()
-        if line.startswith("import time:") and "|" in line
-    ]
+    argv = [sys.executable, "-X", "importtime", "-m", "forktool", "--help"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True)
+    imported = [x.rsplit("|", 1)[1].strip() for x in done.stderr.splitlines()
+                if x.startswith("import time:") and "|" in x]  # fmt: skip
     ours = [name for name in imported if name.split(".")[0] in PACKAGES]
     assert "sync" in done.stdout and "mutate" in done.stdout
     assert "forktool.commands" in ours and len(ours) <= 25, ours

@@ -6,14 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from evidence import matrix
 from evidence.cpu_selection import compare, needs_base, only, shards
-from evidence.matrix import (
-    base_problems,
-    drop_fork_tests_before_their_patch,
-    drop_not_on_base,
-    may_fail_in,
-    table,
-)
+from evidence.matrix import base_problems, drop_not_on_base, may_fail_in, table
 from forktool.process import ForkToolError
 from forktool.pytest_runner import Result
 from forktool.selection import Selection
@@ -70,10 +65,8 @@ def test_a_failure_that_passes_when_run_again_on_the_fork_is_flaky_not_new():
     comparison = same_tests(result(slow="failed", broken="failed"), result(), again)
     assert comparison.flaky == ids("slow")
     assert comparison.new == ids("broken")
-    assert (
-        "SUITE: flaky: failed on the fork, passed there when run again: t.py::slow"
-        in comparison.report()
-    )
+    said = "SUITE: flaky: failed on the fork, passed there when run again: t.py::slow"
+    assert said in comparison.report()
     flaky_only = same_tests(result(slow="failed"), result(), again)
     assert flaky_only.ok and not flaky_only.new
 
@@ -91,19 +84,15 @@ def test_shards_deal_out_the_tests_in_turn_keeping_their_order():
 def test_only_keeps_one_runs_outcomes_of_a_shared_session():
     shared = Result(
         outcomes={"core::a": "passed", "core::b": "failed", "kv::c": "failed"},
-        reasons={"core::b": "boom", "kv::c": "bang"},
+        reasons={"core::b": "boom", "kv::c": "bang"}, seconds=9.0, cached=True,
         exception_types={"core::b": "AssertionError", "kv::c": "TypeError"},
         tails={"core::b": "tail b", "kv::c": "tail c"},
-        seconds=9.0,
-        cached=True,
-    )
+    )  # fmt: skip
     assert only(shared, ["core::a", "core::b", "core::gone"]) == Result(
-        outcomes={"core::a": "passed", "core::b": "failed"},
-        reasons={"core::b": "boom"},
-        exception_types={"core::b": "AssertionError"},
+        outcomes={"core::a": "passed", "core::b": "failed"}, cached=True,
+        reasons={"core::b": "boom"}, exception_types={"core::b": "AssertionError"},
         tails={"core::b": "tail b"},
-        cached=True,
-    )
+    )  # fmt: skip
 
 
 # Failures on the base as the report plugin gives them: the exception's type
@@ -133,8 +122,8 @@ ON_BASE = Result(
 
 def test_a_listed_test_failing_on_the_base_for_a_missing_api_is_a_problem():
     problems = base_problems(ON_BASE, frozenset(ids(*BASE_FAILURES, "passes")))
-    assert problems[0] == (
-        "MATRIX: expected to fail on the base but did not: t.py::passes"
+    assert (
+        problems[0] == "MATRIX: expected to fail on the base but did not: t.py::passes"
     )
     missing = [p.split()[1] for p in problems[1:]]
     assert missing == ids("attr", "fixture", "keyword", "name", "positional")
@@ -177,17 +166,18 @@ SUBJECTS = ["[Core] Keep", "[Core] Narrow"]
 
 
 def test_a_check_is_not_judged_at_the_patches_before_the_one_it_guards():
+    drop = matrix.drop_fork_tests_before_their_patch
     columns = {
         "base+tests": Result(outcomes={NARROW: "failed"}),
         "0001": Result(outcomes={NARROW: "failed", KEEP: "passed"}),
         "0002": Result(outcomes={NARROW: "passed", KEEP: "passed"}),
     }
-    drop_fork_tests_before_their_patch(columns, {NARROW: "[Core] Narrow"}, SUBJECTS)
+    drop(columns, {NARROW: "[Core] Narrow"}, SUBJECTS)
     assert columns["base+tests"].outcomes == {NARROW: "failed"}
     assert columns["0001"].outcomes == {KEEP: "passed"}
     assert columns["0002"].outcomes == {NARROW: "passed", KEEP: "passed"}
     with pytest.raises(ForkToolError, match="names no patch"):
-        drop_fork_tests_before_their_patch(columns, {NARROW: "[Core] Gone"}, SUBJECTS)
+        drop(columns, {NARROW: "[Core] Gone"}, SUBJECTS)
 
 
 def test_tests_that_cannot_run_on_the_base_are_not_judged_there():
@@ -196,10 +186,9 @@ def test_tests_that_cannot_run_on_the_base_are_not_judged_there():
     assert base.outcomes == {"b.py::bug": "failed"}
 
 
-@pytest.mark.parametrize(
-    "column, may_fail",
-    [("base+tests", ("b.py::bug", "a.py")), ("0001", (NARROW,)), ("0002", ())],
-)
+@pytest.mark.parametrize("column, may_fail", [
+    ("base+tests", ("b.py::bug", "a.py")), ("0001", (NARROW,)), ("0002", ())
+])  # fmt: skip
 def test_the_failures_a_column_expects_are_the_bugs_and_later_patches_checks(
     column, may_fail
 ):

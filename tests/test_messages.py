@@ -13,7 +13,6 @@ from fork_fixture import (
     PERSON,
     THREE,
     authored_by,
-    commit,
     commit_message,
     commit_series,
     git,
@@ -34,8 +33,6 @@ TABLE = (
     "[Core] Extra\n\nSummary of the change.\n\n---\n\n| case | ms |\n| a | 1 |\n\n"
     f"Signed-off-by: {PERSON}\n"
 )
-
-
 MISREAD = {  # line 3 of a message, what `git am` makes of it
     "dashes": ("\n---\n", "ends the message before it"),
     "a diff's old file": ("\n--- a/mini/x.py\n", "ends the message before it"),
@@ -52,22 +49,19 @@ MISREAD = {  # line 3 of a message, what `git am` makes of it
 }
 
 
-def test_a_separator_line_is_refused_and_the_advice_keeps_the_whole_message(
-    ws, monkeypatch
-):
+def test_a_separator_line_is_refused_and_the_advice_keeps_the_message(ws, monkeypatch):
     ws.series_of(THREE[0])
     before = ws.snapshot()
     short = commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", TABLE)
+    named = f"{short} [Core] Extra, line 5 '---': `git am` ends the message"
     for check in (True, False):
         message = refused(lambda c=check: ws.export(check=c))
-        named = f"{short} [Core] Extra, line 5 '---': `git am` ends the message"
         assert named in message
         assert f"git -C {ws.tree} rebase -i base   # mark {short} `reword`" in message
     assert ws.snapshot() == before
     # Followed as it says: `reword` the commit, indent the line by a space.
-    monkeypatch.setenv(
-        "GIT_SEQUENCE_EDITOR", f"sed -i 's/^pick {short}/reword {short}/'"
-    )
+    reword = f"sed -i 's/^pick {short}/reword {short}/'"
+    monkeypatch.setenv("GIT_SEQUENCE_EDITOR", reword)
     monkeypatch.setenv("GIT_EDITOR", "sed -i 's/^---$/ ---/'")
     ws.follow(message)
     commit_series(ws.patches)
@@ -98,14 +92,6 @@ def test_each_line_git_am_misreads_is_named_and_the_proof_catches_it_too(
     assert re.search(r"another message|author|mails from|does not apply", message)
 
 
-def test_a_subject_of_two_lines_is_named(ws):
-    ws.series_of(THREE[0])
-    body = f"[Core] Extra over\ntwo lines\n\nSigned-off-by: {PERSON}\n"
-    short = commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", body)
-    message = refused(ws.export)
-    assert f"{short} [Core] Extra over two lines, line 2 'two lines'" in message
-
-
 @pytest.mark.parametrize(
     "line", ["----", " ---", "---  spaced text", "From the docs:", "Index:x"]
 )
@@ -118,38 +104,30 @@ def test_lines_git_am_keeps_are_exported_as_they_are(ws, line):
     assert message_of(ws.clone()) == message_of(ws.tree)
 
 
-def test_the_proof_compares_the_message_git_am_would_commit(ws, monkeypatch):
+FAKE_DIFF = (
+    "Example:\n---\ndiff --git a/mini/util.py b/mini/util.py\n--- a/mini/util.py\n"
+    "+++ b/mini/util.py\n@@ -1 +1 @@\n-def double(x):\n+def triple(x):\n"
+)
+REFUSED = {  # the message above its sign-off, what export's refusal says
+    "a subject of two lines": ("[Core] Extra over\ntwo lines\n",
+        ["{short} [Core] Extra over two lines, line 2 'two lines'"]),
+    "a subject git am would strip": ("Re: [Core] Extra\n\nWhy.\n",
+        ["do not rebuild", "patch 2, 0002-Re-Core-Extra.patch",
+         "another message than {short} Re: [Core] Extra's"]),
+    "a message holding a diff": (f"[Core] Extra\n\n{FAKE_DIFF}",
+        ["do not rebuild", "mini/util.py"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_message_git_am_would_commit_otherwise_is_not_exported(ws, case):
     ws.series_of(THREE[0])
     before = ws.snapshot()
-    body = f"Re: [Core] Extra\n\nWhy.\n\nSigned-off-by: {PERSON}\n"
+    text, said = REFUSED[case]
+    body = f"{text}\nSigned-off-by: {PERSON}\n"
     short = commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", body)
     message = refused(ws.export)
-    assert "do not rebuild" in message
-    assert "patch 2, 0002-Re-Core-Extra.patch" in message
-    assert f"another message than {short} Re: [Core] Extra's" in message
-    assert ws.snapshot() == before
-
-
-def test_a_subject_without_its_area_says_how_git_am_keeps_it(ws):
-    ws.sync()
-    commit(ws.tree, "mini/extra.py", "EXTRA = 1\n", "Contributor tweak")
-    message = ws.export()
-    assert "plain `git am` loses its `[Area]` tag" in message
-    assert "`git am --keep-non-patch` keeps it" in message
-
-
-def test_a_message_holding_a_diff_is_not_exported(ws):
-    ws.series_of(THREE[0])
-    before = ws.snapshot()
-    fake = (
-        "Example:\n---\ndiff --git a/mini/util.py b/mini/util.py\n"
-        "--- a/mini/util.py\n+++ b/mini/util.py\n@@ -1 +1 @@\n"
-        "-def double(x):\n+def triple(x):\n"
-    )
-    body = f"[Core] Extra\n\n{fake}\nSigned-off-by: {PERSON}\n"
-    commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", body)
-    message = refused(ws.export)
-    assert "do not rebuild" in message and "mini/util.py" in message
+    assert all(s.format(short=short) in message for s in said), message
     assert ws.snapshot() == before
 
 
@@ -176,7 +154,9 @@ SIGN_OFF: dict[str, Any] = {
     "my commit with no area": (
         [], [("README", "fix readme", PERSON), (*THREE[0][::2], None)],
         [f"warning: 0001-fix-readme.patch: no `Signed-off-by: {PERSON}` (DCO)\n",
-         "0001-fix-readme.patch: subject 'fix readme' is not in"], "base"),
+         "0001-fix-readme.patch: subject 'fix readme' is not in",
+         "plain `git am` loses its `[Area]` tag", "`git am --keep-non-patch` keeps it"],
+        "base"),
     "my commit among signed ones": (
         THREE[:2], [("README", "[Doc] Readme", PERSON), (*THREE[2][::2], None)],
         ["0003-Doc-Readme.patch: no `Signed-off-by"], "HEAD~2"),
@@ -198,7 +178,6 @@ def test_the_sign_off_advice_signs_only_my_commits_that_lack_it(ws, case):
         commit_message(ws.tree, path, "X = 1\n", f"{subject}{sign}\n", **env)
     before = trailers(ws.tree)
     message = ws.export()
-    print(message)
     assert all(said in message for said in warned)
     written = zip(ws.names()[len(exported) :], added, strict=True)
     unsigned = [name for name, (_, _, author) in written if author]

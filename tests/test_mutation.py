@@ -1,6 +1,5 @@
-"""evidence.mutation: the mutants of added lines, from source (pure); the warm
-server's swap of a live function's code; and the outcomes of mutants in a
-tiny synthetic fork with a tiny pytest test (this interpreter, no vLLM)."""
+"""evidence.mutation: mutants of added lines, the warm server's code swap, and
+mutants' outcomes in a tiny synthetic fork (this interpreter, no vLLM)."""
 
 from __future__ import annotations
 
@@ -61,8 +60,6 @@ def decide(configs, flag):
     configs[0].zero = True
     assert not flag or configs
     return not needed
-
-
 def untouched(a, b):
     return a == b
 '''
@@ -92,8 +89,7 @@ def test_each_kind_of_mistake_on_the_added_lines_only():
 
 
 def test_the_other_operators_and_what_they_leave_alone():
-    """In a class body and a default too (they run at import, in the same fresh
-    pytest as any other mutant)."""
+    """In a class body and a default too (run at import, in a fresh pytest)."""
     source = """\
 class K:
     flag: bool = False
@@ -125,7 +121,7 @@ def test_a_mutant_is_the_whole_file_with_one_change():
     assert negated.text == "return not needed"
     (deleted,) = made(SOURCE, {5})
     assert "        pass\n    configs[0]" in deleted.source
-    swapped = {m.mutation: m for m in made(SOURCE, {12})}["== -> !="]
+    swapped = {m.mutation: m for m in made(SOURCE, {10})}["== -> !="]
     assert "    return (a != b)\n" in swapped.source
     pages = """\
 def pages(specs):
@@ -151,11 +147,8 @@ def test_multiline_statements_bytes_and_repeated_mistakes():
     mutants = made(source, {1, 2, 3})
     by_name = {m.mutation: m for m in mutants if m.line == 1}
     assert 'label = "é"; n = 2\n' in by_name["1 -> 2"].source
-    assert [m.mutation for m in mutants if m.line == 2] == [
-        "assignment deleted",
-        "== -> !=",
-        "== -> != #2",
-    ]
+    on_2 = [m.mutation for m in mutants if m.line == 2]
+    assert on_2 == ["assignment deleted", "== -> !=", "== -> != #2"]
     (gone,) = [m for m in mutants if m.line == 3]
     assert gone.source.endswith("pass\n") and gone.text == "total = sum("
 
@@ -186,50 +179,37 @@ def test_each_hunk_reverted_alone_unless_it_changes_no_code():
 
 SWAPPABLE = """\
 import functools
-
-
 class K:
     on: bool = False
-
     @property
     def flag(self):
         return True
-
     @functools.cached_property
     def cached(self):
         return 1
-
-
 @functools.lru_cache(maxsize=1)
 def h(x=1):
     return x
-
-
 def f():
     return K().flag
-
-
 g = functools.partial(f)
 """
 
 
 def test_each_mutant_names_the_function_it_runs_in():
-    where = {(m.line, m.mutation): m.function for m in made(SWAPPABLE, set(range(26)))}
-    assert where[5, "False -> True"] == ""  # the class body runs at import
-    assert where[9, "returns None"] == "K.flag"
-    assert where[16, "1 -> 2"] == ""  # so does a decorator
-    assert where[17, "1 -> 2"] == ""  # and a default
-    assert where[18, "returns None"] == "h"
+    where = {(m.line, m.mutation): m.function for m in made(SWAPPABLE, set(range(17)))}
+    assert where[3, "False -> True"] == ""  # the class body runs at import
+    assert where[6, "returns None"] == "K.flag"
+    assert where[10, "1 -> 2"] == ""  # so does a decorator
+    assert where[11, "1 -> 2"] == ""  # and a default
+    assert where[12, "returns None"] == "h"
 
 
-@pytest.mark.parametrize(
-    "qualname, old, new, check",
-    [
-        ("K.flag", "return True", "return False", lambda m: m.K().flag),
-        ("K.cached", "return 1", "return 2", lambda m: m.K().cached == 1),
-        ("f", "return K().flag", "return None", lambda m: m.f()),
-    ],
-)
+@pytest.mark.parametrize("qualname, old, new, check", [
+    ("K.flag", "return True", "return False", lambda m: m.K().flag),
+    ("K.cached", "return 1", "return 2", lambda m: m.K().cached == 1),
+    ("f", "return K().flag", "return None", lambda m: m.f()),
+])  # fmt: skip
 def test_the_server_swaps_the_code_of_live_functions(
     tmp_path, monkeypatch, qualname, old, new, check
 ):
@@ -250,32 +230,20 @@ def test_the_server_swaps_the_code_of_live_functions(
 
 CALC = """\
 LIMIT = 3
-
-
 def decide(a, b):
     return a and b
-
-
 def limit(n):
     return n > LIMIT
-
-
 def clamp(n):
     return min(n, 10)
 """
 TESTS = """\
 from vllm.calc import clamp, decide, limit
-
-
 def test_decide():
     assert decide(True, False) is False
     assert decide(False, True) is False
-
-
 def test_limit_above():
     assert limit(5) is True
-
-
 def test_clamp():
     assert clamp(3) == 3
 """
@@ -288,8 +256,7 @@ SURVIVORS = [
 
 @pytest.fixture
 def setting(tmp_path, monkeypatch):
-    """A base, and a patch that adds the functions' bodies and their tests;
-    a venv of this interpreter; the selection of those tests."""
+    """A base and a patch adding CALC and its tests; a venv; their selection."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
     base = {"vllm/__init__.py": "", "vllm/calc.py": "def decide(a, b):\n    pass\n"}
     commit(fork := new_repo(tmp_path / "fork"), base, "base", tag="base")
@@ -304,15 +271,18 @@ def setting(tmp_path, monkeypatch):
 def check(tmp_path: Path, setting, equivalents: Path, gpu_lines=Path("/none")):
     """The check, its result written to the store as `test` writes it."""
     fork, runner, selection = setting
-    store = tmp_path / "results"
+    store, tree = tmp_path / "results", checks.fork_tree(fork)
     found = mutation.mutation_testing(
         fork, tmp_path / "trees", runner, selection, store, equivalents, gpu_lines
     )
-    tree = checks.fork_tree(fork)
     result = CheckResult(mutation.NAME, found.ok, tree, "0.1", mutation.COMMAND_LINE)
     result.counts, result.data = found.counts, found.data
     checks.write(store, result)
     return found
+
+
+def by_line(found) -> dict:
+    return {(m["line"], m["mutation"]): m for m in found.data["mutants"]}
 
 
 def listed(*entries: tuple[str, str, str]) -> str:
@@ -329,20 +299,17 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
     assert not found.ok
     assert found.counts["mutants"] == 14
     assert (found.counts["killed"], found.counts["survived"]) == (12, 2)
-    rows = {
-        (m["line"], m["mutation"]): (m["outcome"], m["detail"])
-        for m in found.data["mutants"]
-    }
+    rows = {at: (m["outcome"], m["detail"]) for at, m in by_line(found).items()}
     kinds = {m["kind"] for m in found.data["mutants"]}
     assert kinds == {"killed (series)", "survived"}  # no fork_tests/ here
     test = "tests/test_calc.py::test_"
-    assert rows[5, "and -> or"] == rows[5, "b dropped"] == ("killed", test + "decide")
+    assert rows[3, "and -> or"] == rows[3, "b dropped"] == ("killed", test + "decide")
     limit = ("killed", test + "limit_above")
-    assert rows[9, "> -> <="] == rows[1, "assignment deleted"] == limit
-    reverted = rows[1, "hunk reverted (-1,2 +1,13)"]
+    assert rows[5, "> -> <="] == rows[1, "assignment deleted"] == limit
+    reverted = rows[1, "hunk reverted (-1,2 +1,7)"]
     assert reverted[0] == "killed" and reverted[1].startswith("tests/test_calc.py")
-    assert rows[1, "3 -> 4"] == rows[13, "10 -> 11"] == ("survived", "")
-    assert rows[13, "returns None"] == ("killed", test + "clamp")
+    assert rows[1, "3 -> 4"] == rows[7, "10 -> 11"] == ("survived", "")
+    assert rows[7, "returns None"] == ("killed", test + "clamp")
     assert re.search(r"\nvllm/calc.py:1 +3 -> 4 +survived\n", found.excerpts["table"])
     fork = setting[0]
     assert git(fork, "status", "--porcelain").stdout == ""  # the fork untouched
@@ -365,20 +332,15 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
     assert "mutants-equivalent.toml: no mutant is vllm/calc.py: 'x = 1': 1 -> 2" in out
 
 
-CHECK_CLAMP = """\
-from vllm.calc import clamp
-
-
-def test_clamp_caps():
-    assert clamp(20) == 10
-"""
+CHECK_CLAMP = (
+    "from vllm.calc import clamp\ndef test_clamp_caps():\n    assert clamp(20) == 10\n"
+)
 
 
 def test_a_line_only_fork_tests_guard_fails_unless_it_is_gpu_only(
     tmp_path, setting, monkeypatch, capsys
 ):
-    """fork_tests/ alone kills `10 -> 11` in clamp: the series' own tests do not
-    guard that line, which fails the check until it is listed as GPU-only."""
+    """Only fork_tests/ kills `10 -> 11` in clamp: a failure until GPU-only."""
     repo = tmp_path / "repo"  # this repository, with its fork_tests/
     (repo / "fork_tests").mkdir(parents=True)
     (repo / "fork_tests" / "test_cap.py").write_text(CHECK_CLAMP)
@@ -388,42 +350,35 @@ def test_a_line_only_fork_tests_guard_fails_unless_it_is_gpu_only(
     equivalents = tmp_path / "mutants-equivalent.toml"
     equivalents.write_text(listed(SURVIVORS[0]))  # the other survivor
     gpu_lines = tmp_path / "upstream-tests.toml"
-
     found = check(tmp_path, setting, equivalents, gpu_lines)
     assert not found.ok
-    rows = {(m["line"], m["mutation"]): m for m in found.data["mutants"]}
-    capped = rows[13, "10 -> 11"]
-    assert (capped["outcome"], capped["kind"], capped["detail"]) == (
-        "killed",
-        "killed (fork tests only)",
-        "fork_tests/test_cap.py::test_clamp_caps",
-    )
-    assert capped["gpu_only"] == ""
-    assert rows[13, "returns None"]["kind"] == "killed (series)"
+    rows = by_line(found)
+    capped = [rows[7, "10 -> 11"][k] for k in ("outcome", "kind", "detail", "gpu_only")]
+    assert capped == ["killed", "killed (fork tests only)",
+                      "fork_tests/test_cap.py::test_clamp_caps", ""]  # fmt: skip
+    assert rows[7, "returns None"]["kind"] == "killed (series)"
     assert found.counts["killed only by fork tests"] == 1
     assert found.counts["killed by the series"] == found.counts["killed"] - 1
-    row = r"\nvllm/calc.py:13 +10 -> 11 +killed \(fork tests only\) +fork_tests/"
+    row = r"\nvllm/calc.py:7 +10 -> 11 +killed \(fork tests only\) +fork_tests/"
     assert re.search(row, found.excerpts["table"])
     out = capsys.readouterr().out
     assert (
-        "MUTANTS: vllm/calc.py:13 is guarded only by fork_tests/ (10 -> 11), not by "
+        "MUTANTS: vllm/calc.py:7 is guarded only by fork_tests/ (10 -> 11), not by "
         "the series' regression selection" in out
     )
     assert "mutation testing: FAILED" in out
 
-    # Listed as a line no CPU test reaches, with why: the check passes, from
-    # the cached outcomes, and says why.
+    # Listed as GPU-only, with why: it passes, from cached outcomes, and says why.
     gpu_lines.write_text(
         '[[mutate.gpu_only]]\nfile = "vllm/calc.py"\n'
         'line = "return min(n, 10)"\nreason = "only a GPU clamps"\n'
     )
     again = check(tmp_path, setting, equivalents, gpu_lines)
     assert again.ok
-    again_rows = {(m["line"], m["mutation"]): m for m in again.data["mutants"]}
-    assert again_rows[13, "10 -> 11"]["gpu_only"] == "only a GPU clamps"
+    assert by_line(again)[7, "10 -> 11"]["gpu_only"] == "only a GPU clamps"
     out = capsys.readouterr().out
     assert "0 to run" in out and "MUTANTS:" not in out
-    assert "vllm/calc.py:13 is guarded only by fork_tests/ (10 -> 11): GPU-only" in out
+    assert "vllm/calc.py:7 is guarded only by fork_tests/ (10 -> 11): GPU-only" in out
 
 
 def test_a_selection_that_fails_unmutated_is_refused(tmp_path, setting):

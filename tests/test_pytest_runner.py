@@ -1,6 +1,5 @@
 """The runner and its plugin forktool/pytest_report.py, in real pytest runs on
-tiny test files: each test's outcome under pytest's node id, each failure's
-exception and message, progress, the cache; no vLLM."""
+tiny test files: outcomes, exceptions and messages, progress, the cache."""
 
 from __future__ import annotations
 
@@ -13,18 +12,12 @@ from evidence_fixture import link_venv, new_repo
 
 from evidence import cpu_selection, matrix
 from forktool import process, pytest_runner
-from forktool.pytest_runner import (
-    Result,
-    Runner,
-    progress,
-    read_report,
-    report_args,
-    report_env,
-)
+from forktool.pytest_runner import Result, Runner, progress, read_report
 from forktool.selection import Selection
 
 # Imported under its own name, pytest would collect it as a test.
 env_for = pytest_runner.test_env
+X = "tests/test_x.py::"
 
 
 def reports(nodeid: str, **outcomes: str) -> list[dict]:
@@ -45,26 +38,16 @@ RECORDS = [
 ]
 
 
-@pytest.mark.parametrize(
-    "records, seconds, line",
-    [
-        (RECORDS, 125.7, "5/7 tests done, 3 failed, 2 min 05 s"),
-        (RECORDS[:6], 60, "2/7 tests done, 1 failed, 1 min 00 s"),  # under way
-        ([], 3, "0 tests done, 0 failed, 0 min 03 s"),  # before collection
-    ],
-)
-def test_progress_counts_each_test_once(records, seconds, line):
-    assert progress(records, seconds) == line
-
-
-def test_outcomes_keep_a_teardown_error_and_a_collection_error():
+def test_progress_counts_each_test_once_and_outcomes_keep_every_error():
+    """A teardown error and a module that does not import are errors."""
+    assert progress(RECORDS, 125.7) == "5/7 tests done, 3 failed, 2 min 05 s"
+    under_way = progress(RECORDS[:6], 60)
+    assert under_way == "2/7 tests done, 1 failed, 1 min 00 s"
+    assert progress([], 3) == "0 tests done, 0 failed, 0 min 03 s"  # not collected
     assert Result.of(RECORDS).outcomes == {
-        "t.py::test_a": "passed",
-        "t.py::test_b": "failed",
-        "t.py::test_c": "skipped",
-        "t.py::test_d": "error",
-        "u.py": "error",
-    }
+        "t.py::test_a": "passed", "t.py::test_b": "failed", "t.py::test_c": "skipped",
+        "t.py::test_d": "error", "u.py": "error",
+    }  # fmt: skip
 
 
 def test_a_report_line_still_being_written_is_left_out(tmp_path):
@@ -81,43 +64,29 @@ class TestKind:
     def test_param(self, x):
         assert x != 1
     class TestInner:
-        def test_deep(self):
-            pass
+        def test_deep(self): pass
 @pytest.fixture
-def broken():
-    raise RuntimeError("fixture broke")
+def broken(): raise RuntimeError("fixture broke")
 @pytest.fixture
-def gone():
-    import not_a_module_here
+def gone(): import not_a_module_here
 @pytest.fixture
 def untidy():
     yield
     raise ValueError("teardown broke")
-def test_setup(broken):
-    pass
-def test_gone(gone):
-    pass
-def test_teardown(untidy):
-    pass
+def test_setup(broken): pass
+def test_gone(gone): pass
+def test_teardown(untidy): pass
 @pytest.mark.skip(reason="Need 2 GPUs")
-def test_skip():
-    pass
+def test_skip(): pass
 @pytest.mark.xfail(reason="known")
-def test_xfail():
-    assert False
-def test_said():
-    assert False, "no block reused"
-def test_raise():
-    {}["key"]
-def test_attr():
-    object().zeroing
-def test_keyword():
-    dict.fromkeys(resolved=1)
-def test_positional():
-    pytest.approx()
+def test_xfail(): assert False
+def test_said(): assert False, "no block reused"
+def test_raise(): {}["key"]
+def test_attr(): object().zeroing
+def test_keyword(): dict.fromkeys(resolved=1)
+def test_positional(): pytest.approx()
 def test_raises():
-    with pytest.raises(ValueError):
-        pass
+    with pytest.raises(ValueError): pass
 """
 IN_TESTS = {  # each test of TESTS: its outcome, its exception, a missing API?
     "TestKind::test_param[1]": ("failed", "AssertionError", False),
@@ -139,39 +108,35 @@ IN_TESTS = {  # each test of TESTS: its outcome, its exception, a missing API?
 
 
 def pytest_in(tmp_path: Path, files: dict[str, str], *args: str) -> list[dict]:
-    """Run pytest with the plugin on `files` in tmp_path; the records."""
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    out = tmp_path / "report.jsonl"
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
-    env = report_env(env_for(tmp_path / "hf"))
-    process.run([*cmd, *report_args(out)], cwd=tmp_path, env=env, check=False)
+    """Run pytest with the plugin on `files` in a new tree; the records."""
+    out, cmd = tmp_path / "report.jsonl", [sys.executable, "-m", "pytest", *args]
+    env = pytest_runner.report_env(env_for(tmp_path / "hf"))
+    cmd += ["-p", "no:cacheprovider", *pytest_runner.report_args(out)]
+    process.run(cmd, cwd=new_repo(tmp_path / "run", files), env=env, check=False)
     return read_report(out)
 
 
 def test_each_test_under_its_node_id_with_its_outcome_and_exception(tmp_path, runner):
-    """The exception pytest caught (kept in the cache too), and whether it
-    is one of an API the base lacks."""
+    """The exception caught (kept in the cache too): of an API the base lacks?"""
     tree = tiny_tree(tmp_path / "tree", TESTS)
-    args, t = ("tests/test_x.py",), "tests/test_x.py::"
+    args = ("tests/test_x.py",)
     result = runner.run(tree, args, "t", expected=args)
-    assert result.outcomes == {t + test: o for test, (o, _, _) in IN_TESTS.items()}
-    raised = {t + test: kind for test, (_, kind, _) in IN_TESTS.items() if kind}
+    assert result.outcomes == {X + test: o for test, (o, _, _) in IN_TESTS.items()}
+    raised = {X + test: kind for test, (_, kind, _) in IN_TESTS.items() if kind}
     for found in (result, runner.run(tree, args, "t", expected=args)):
         assert found.exceptions() == raised
     assert found.cached
     for test, (_, kind, missing) in IN_TESTS.items():
         if kind:
-            reason = result.reasons[t + test]
+            reason = result.reasons[X + test]
             assert matrix.missing_api(kind, reason) is missing, reason
-    assert result.reasons[f"{t}test_skip"] == "Need 2 GPUs"
-    assert result.reasons[f"{t}test_xfail"] == "xfail: known"
-    assert result.reasons[f"{t}test_setup"] == "RuntimeError: fixture broke"
-    assert result.reasons[f"{t}test_raise"] == "KeyError: 'key'"
-    assert "no block reused" in result.reasons[f"{t}test_said"]
-    assert "assert 1 != 1" in result.reasons[f"{t}TestKind::test_param[1]"]
-    assert 'raise RuntimeError("fixture broke")' in result.tails[f"{t}test_setup"]
+    assert result.reasons[f"{X}test_skip"] == "Need 2 GPUs"
+    assert result.reasons[f"{X}test_xfail"] == "xfail: known"
+    assert result.reasons[f"{X}test_setup"] == "RuntimeError: fixture broke"
+    assert result.reasons[f"{X}test_raise"] == "KeyError: 'key'"
+    assert "no block reused" in result.reasons[f"{X}test_said"]
+    assert "assert 1 != 1" in result.reasons[f"{X}TestKind::test_param[1]"]
+    assert 'raise RuntimeError("fixture broke")' in result.tails[f"{X}test_setup"]
     records = read_report(tmp_path / "logs" / "t.jsonl")
     assert records[0] == {"event": "collected", "count": len(IN_TESTS)}
     assert records[-1] == {"event": "finish", "exitstatus": 1}
@@ -188,9 +153,9 @@ def test_a_collection_error_is_an_error_of_its_module(tmp_path):
 
 
 def test_collect_only_lists_the_ids_after_deselection(tmp_path):
-    files = {"tests/test_t.py": TESTS}
     deselect = "--deselect=tests/test_t.py::test_skip"
-    records = pytest_in(tmp_path, files, "--collect-only", "-q", deselect, "tests")
+    args = ("--collect-only", "-q", deselect, "tests")
+    records = pytest_in(tmp_path, {"tests/test_t.py": TESTS}, *args)
     collected = [r for r in records if r["event"] == "collected"]
     ids = collected[0]["ids"]
     assert len(ids) == collected[0]["count"] == len(IN_TESTS) - 1
@@ -216,10 +181,8 @@ def tiny_tree(path: Path, text: str) -> Path:
 PINS = """\
 import os
 GIVEN = {given}
-def test_pins_the_process_to_one_cpu():
-    os.sched_setaffinity(0, {{min(GIVEN)}})
-def test_runs_on_every_cpu_it_was_given():
-    assert os.sched_getaffinity(0) == GIVEN
+def test_pins_the_process_to_one_cpu(): os.sched_setaffinity(0, {{min(GIVEN)}})
+def test_runs_on_every_cpu_it_was_given(): assert os.sched_getaffinity(0) == GIVEN
 """
 
 
@@ -241,10 +204,8 @@ def test_bytecode_goes_outside_the_tree_and_humming_starts_no_cuda_build(
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as this user may have it
     (tmp_path / "tree").mkdir()
     (tmp_path / "tree" / "module.py").write_text("X = 1\n")
-    code = (
-        "import module, threading, humming.ops.utils, humming.utils.nvrtc\n"
-        "print(*(thread.name for thread in threading.enumerate()))"
-    )
+    code = "import module, threading, humming.ops.utils, humming.utils.nvrtc\n"
+    code += "print(*(thread.name for thread in threading.enumerate()))"
     env = env_for(tmp_path / "hf", tmp_path / "pycache")
     run = process.run([sys.executable, "-c", code], cwd=tmp_path / "tree", env=env)
     assert "MainThread" in run.stdout
@@ -259,15 +220,12 @@ def test_runner_collects_runs_reports_progress_and_caches(
     monkeypatch.setattr(pytest_runner, "PROGRESS_EVERY", 0.2)
     tree = tiny_tree(
         tmp_path / "tree",
-        "import time\n\n"
-        "def test_pass():\n    pass\n\n"
-        "def test_fail():\n    assert False\n\n"
-        "def test_slow():\n    time.sleep(1.5)\n",
+        "import time\ndef test_pass(): pass\ndef test_fail(): assert False\n"
+        "def test_slow(): time.sleep(1.5)\n",
     )
     args = ("tests/test_x.py",)
-    x = "tests/test_x.py::"
-    outcomes = {f"{x}test_pass": "passed", f"{x}test_fail": "failed"}
-    outcomes[f"{x}test_slow"] = "passed"
+    outcomes = {f"{X}test_pass": "passed", f"{X}test_fail": "failed"}
+    outcomes[f"{X}test_slow"] = "passed"
     assert runner.collect(tree, args, "collect") == list(outcomes)
     result = runner.run(tree, args, "run")
     assert result.outcomes == outcomes
@@ -276,7 +234,7 @@ def test_runner_collects_runs_reports_progress_and_caches(
     assert "test_slow PASSED" in (tmp_path / "logs" / "run.log").read_text()
     # A failure nobody expects may be flaky: the run is not kept.
     assert not runner.run(tree, args, "run").cached
-    must_fail = (f"{x}test_fail",)
+    must_fail = (f"{X}test_fail",)
     assert not runner.run(tree, args, "run", expected=must_fail).cached
     again = runner.run(tree, args, "run", expected=must_fail)
     assert again.cached and again.outcomes == result.outcomes
@@ -287,11 +245,8 @@ def test_runner_collects_runs_reports_progress_and_caches(
 def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(tmp_path, runner):
     """A run that reads fork_tests/ from outside the tree reruns when they change;
     the GPU-only check passes only when everything it selects is skipped."""
-    tree = tiny_tree(
-        tmp_path / "tree",
-        "import pytest\n\n@pytest.mark.skip(reason='Need 2 GPUs')\n"
-        "def test_e2e():\n    pass\n",
-    )
+    skip = "import pytest\n@pytest.mark.skip(reason='Need 2 GPUs')\n"
+    tree = tiny_tree(tmp_path / "tree", skip + "def test_e2e(): pass\n")
     check = tmp_path / "fork_tests" / "test_c.py"
     check.parent.mkdir()
     check.write_text("def test_c():\n    pass\n")
@@ -301,7 +256,6 @@ def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(tmp_path, run
     check.write_text("def test_c():\n    assert False\n")
     rerun = runner.run(tree, args, "c", inputs=(check,))
     assert not rerun.cached and set(rerun.outcomes.values()) == {"failed"}
-
     selection = Selection({}, (), (), frozenset(), ("tests/test_x.py",), {})
     found = matrix.gpu_only_skipped(tree, runner, selection)
     assert found.ok
@@ -313,10 +267,8 @@ def test_the_fork_failures_are_run_again_and_the_base_where_needed(tmp_path, run
     base the tests that did not pass on the fork."""
     once = tmp_path / "failed-once"
     tests = (
-        "from pathlib import Path\n\n"
-        "def test_pass():\n    pass\n\n"
-        "def test_old_bug():\n    assert False\n\n"
-        "def test_new_bug():\n    assert {new_bug}\n\n"
+        "from pathlib import Path\ndef test_pass(): pass\n"
+        "def test_old_bug(): assert False\ndef test_new_bug(): assert {new_bug}\n"
         f"def test_flaky():\n    p = Path({str(once)!r})\n"
         "    if not p.exists():\n        p.touch()\n        assert False\n"
     )
@@ -326,11 +278,8 @@ def test_the_fork_failures_are_run_again_and_the_base_where_needed(tmp_path, run
     on_fork = runner.run(fork, args, "run")
     both = (list(on_fork.outcomes), set(on_fork.outcomes))
     ok, data = cpu_selection._compared(fork, base, runner, "run", args, both, on_fork)
-    x = "tests/test_x.py::"
     assert not ok
     assert (data["new"], data["pre_existing"], data["flaky"]) == (
-        [f"{x}test_new_bug"],
-        [f"{x}test_old_bug"],
-        [f"{x}test_flaky"],
-    )
+        [f"{X}test_new_bug"], [f"{X}test_old_bug"], [f"{X}test_flaky"]
+    )  # fmt: skip
     assert data["base"]["rerun"] == 3  # with the fork's rerun, not knowing the flaky

@@ -1,7 +1,5 @@
-"""A check is one entry in the registry: an entry with a measure
-and a PR row is run by `test`, recorded, and rendered by `pr`, with no other
-file changed; an entry that gates `test` without a measure is refused when
-its module is imported."""
+"""A check is one registry entry: with a measure and a PR row it is run by
+`test`, recorded and rendered by `pr`; gating `test` without a measure is refused."""
 
 from __future__ import annotations
 
@@ -23,15 +21,12 @@ from forktool.process import ForkToolError
 
 SAMPLE = """
 from forktool.checks import TEST, Check, Measured
-
 def measure(ctx):
     print("the sample check ran")
     return Measured(True, {"found": 7})
-
 def row(result):
     counts = result.counts if result else {}
     return f"| A sample check | — | {counts.get('found', 'not measured')} found |"
-
 CHECKS = (Check("sample", "a sample check", TEST, measure, pr_row=row),)
 """
 BROKEN = """
@@ -79,17 +74,11 @@ def test_a_check_added_as_one_entry_runs_in_test_and_renders_in_pr(
     synthetic_results(store, checks.fork_tree(fork))  # all but the new check's
     add_module(tmp_path, monkeypatch, "sample_checks", SAMPLE)
     sample = next(c for c in all_checks() if c.name == "sample")
-    ran: list[checks.Check] = []
+    ran: list[checks.Check] = []  # what `test` would run
     monkeypatch.setattr(test_command, "prepare", lambda pins: "ready")
-
-    def run_checks_of_test(ctx, run, *rest):
-        ran.extend(run)
-        return 0
-
-    monkeypatch.setattr(test_command, "run_checks", run_checks_of_test)
+    monkeypatch.setattr(test_command, "run_checks", lambda c, r, *_: ran.extend(r))
     test_command.run(Pins.load(), argparse.Namespace())
     assert ran[-1] == sample  # after the others, as its plug-in comes last
-
     with pytest.raises(ForkToolError, match="sample: no result"):
         make_kit(fork, store, clone.kit)  # it gates test: pr needs it
     assert run_checks(ctx, [sample], checks.TEST, 0.0) == 0

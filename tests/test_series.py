@@ -39,18 +39,14 @@ def test_the_series_lists_every_patch_file_and_only_those(ws):
 
 
 SERIES_TEXTS = {  # what `series` holds -> what the refusal says
-    "outside patches/": (
-        "../README.md\n",
-        "lists '../README.md', which is not a file name in",
-    ),
+    "outside patches/": ("../README.md\n",
+                         "lists '../README.md', which is not a file name in"),
     "absolute path": ("/tmp/x.patch\n", "lists '/tmp/x.patch', which is not"),
-    "listed twice": (
-        "0001-Core-First.patch\n0001-Core-First.patch\n",
-        "lists 0001-Core-First.patch more than once",
-    ),
+    "listed twice": ("0001-Core-First.patch\n" * 2,
+                     "lists 0001-Core-First.patch more than once"),
     "CRLF": ("0001-Core-First.patch\r\n", "has CRLF (Windows) line endings"),
     "BOM": ("\ufeff0001-Core-First.patch\n", "starts with a byte order mark"),
-}
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", SERIES_TEXTS)
@@ -62,7 +58,9 @@ def test_a_series_that_would_be_misread_is_refused_in_words(ws, case):
         assert said in refused(command)
 
 
-def test_a_series_written_otherwise_is_named_and_rewritten(ws):
+def test_a_series_written_otherwise_merged_or_missing_is_named(ws):
+    """Written otherwise: rewritten by export; conflict markers: an unresolved
+    merge, not missing patch files; deleted: missing."""
     ws.series_of(THREE[0])
     series = ws.patches / "series"
     written = series.read_bytes()
@@ -70,13 +68,14 @@ def test_a_series_written_otherwise_is_named_and_rewritten(ws):
     said = "  series: the same list, rewritten (its comments, blank lines or spaces)"
     assert said in refused(lambda: ws.export(check=True))
     assert said in ws.export() and series.read_bytes() == written
-
-
-def test_a_missing_series_is_named_as_missing(ws):
-    ws.series_of(THREE[0])
-    (ws.patches / "series").unlink()
+    merge = "<<<<<<< HEAD\n0003-a.patch\n=======\n0003-b.patch\n>>>>>>> d3f6317\n"
+    series.write_bytes(written + merge.encode())
+    message = refused(ws.sync)
+    assert "holds an unresolved merge" in message and "missing" not in message
+    assert f"`git add {series}`" in message
+    series.unlink()
     said = refused(ws.sync)
-    assert f"{ws.patches / 'series'} is missing, and" in said
+    assert f"{series} is missing, and" in said
     assert "holds 1 patch files: restore it (`git checkout -- " in said
 
 
@@ -103,18 +102,6 @@ def test_export_check_names_crlf_and_a_clone_with_autocrlf_keeps_lf(ws, tmp_path
     assert series == (ws.patches / "series").read_bytes() and b"\r" not in series
 
 
-def test_conflict_markers_in_the_series_are_named_as_an_unresolved_merge(ws):
-    ws.series_of(*THREE[:2])
-    series = ws.patches / "series"
-    series.write_text(
-        series.read_text()
-        + "<<<<<<< HEAD\n0003-a.patch\n=======\n0003-b.patch\n>>>>>>> d3f6317\n"
-    )
-    message = refused(ws.sync)
-    assert "holds an unresolved merge" in message and "missing" not in message
-    assert f"`git add {series}`" in message
-
-
 def test_every_kind_of_change_round_trips_byte_exact(ws):
     ws.series_of(THREE[0])
     rng = random.Random(22)
@@ -122,12 +109,12 @@ def test_every_kind_of_change_round_trips_byte_exact(ws):
         "mini/logo.png": b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + rng.randbytes(300),
         "mini/data.npy": rng.randbytes(2048),
         "mini/nul.bin": b"text\0with\0NULs\n" * 8,
+        "mini/run.sh": b"#!/bin/sh\necho run\n",
     }
     for path, data in blobs.items():
         (ws.tree / path).write_bytes(data)
-    (ws.tree / "mini/run.sh").write_text("#!/bin/sh\necho run\n")
-    (ws.tree / "mini/run.sh").chmod(0o755)
-    (ws.tree / "mini/__init__.py").chmod(0o755)
+    for path in ("mini/run.sh", "mini/__init__.py"):
+        (ws.tree / path).chmod(0o755)
     git(ws.tree, "rm", "-q", "mini/rocm_hip.py")
     (ws.tree / "mini/tools").mkdir()
     git(ws.tree, "mv", "mini/util.py", "mini/tools/util.py")
@@ -135,8 +122,8 @@ def test_every_kind_of_change_round_trips_byte_exact(ws):
     git(ws.tree, "commit", "-qsm", "[Core] Every kind of change")
     assert "2 patches" in ws.export()
     text = (ws.patches / "0002-Core-Every-kind-of-change.patch").read_text()
-    assert text.count("GIT binary patch") == 3
-    assert "deleted file mode 100644" in text and "new file mode 100755" in text
+    assert text.count("GIT binary patch") == 3 and "new file mode 100755" in text
+    assert "deleted file mode 100644" in text
     assert "rename from mini/util.py\nrename to mini/tools/util.py" in text
     assert "old mode 100644\nnew mode 100755" in text
     commit_series(ws.patches)
@@ -156,7 +143,7 @@ def test_a_patch_split_in_two_round_trips(ws):
     ws.sync()
     commit(ws.tree, *THREE[0])
     (ws.tree / "mini/util.py").write_text("def double(x):\n    return x * 2\n")
-    (ws.tree / "tests/test_util.py").parent.mkdir()
+    (ws.tree / "tests").mkdir()
     (ws.tree / "tests/test_util.py").write_text("assert True\n")
     git(ws.tree, "add", "mini", "tests")
     git(ws.tree, "commit", "-qsm", "[Core] Code and its test")
@@ -172,22 +159,21 @@ def test_a_patch_split_in_two_round_trips(ws):
     git(ws.tree, "commit", "-qsm", "[Test] Its test")
     git(ws.tree, "rebase", "--continue", env={"GIT_EDITOR": "true"})
     message = ws.export()
-    print(message)
     assert "exported 4 patches" in message
     assert "0002-Core-Code-and-its-test.patch: removed from the series" in message
     assert "0003-Core-Third.patch -> 0004-Core-Third.patch: renumbered" in message
     commit_series(ws.patches)
-    assert ws.names() == [
-        "0001-Core-First.patch",
-        "0002-Core-Code.patch",
-        "0003-Test-Its-test.patch",
-        "0004-Core-Third.patch",
+    names = [
+        "0001-Core-First",
+        "0002-Core-Code",
+        "0003-Test-Its-test",
+        "0004-Core-Third",
     ]
+    assert ws.names() == [f"{name}.patch" for name in names]
     other = ws.clone()
     assert trees(other) == trees(ws.tree) and len(trees(ws.tree)) == 5
     assert subjects(other) == subjects(ws.tree)
     message = ws.sync(tree=old)  # the teammate pulls
-    print(message)
     assert "0002-Core-Code-and-its-test.patch: dropped from the series" in message
     assert "0003-Test-Its-test.patch: only in the series" in message
     assert trees(old) == trees(ws.tree)
@@ -198,13 +184,11 @@ def test_a_hand_reordered_series_is_synced_and_renumbered(ws):
     old_head = head(ws.tree)
     swap_second_and_third(ws.patches)
     message = ws.sync()
-    print(message)
     assert "reordered in the series" in message
     assert subjects(ws.tree) == ["[Core] First", "[Core] Third", "[Core] Second"]
     assert head(ws.tree, message.rsplit("branch ", 1)[1].rstrip(".")) == old_head
     refused(lambda: ws.export(check=True))  # the numbers are stale
     message = ws.export()
-    print(message)
     assert "0003-Core-Third.patch -> 0002-Core-Third.patch: renumbered" in message
     assert "removed from the series" not in message
     assert "is what export writes (3 patches)" in ws.export(check=True)
@@ -214,7 +198,6 @@ def test_a_dropped_patch_renumbers_the_ones_after_it(ws):
     ws.series_of(*THREE)
     edit_series(ws.tree, "sed -i 1s/^pick/drop/")
     message = ws.export()
-    print(message)
     assert "0002-Core-Second.patch -> 0001-Core-Second.patch: renumbered" in message
     assert "0003-Core-Third.patch -> 0002-Core-Third.patch: renumbered" in message
     assert "0001-Core-First.patch: removed from the series" in message
@@ -268,7 +251,5 @@ def test_export_warns_about_two_patches_with_one_subject(ws):
     ws.series_of(*THREE[:2])
     commit(ws.tree, "mini/util.py", "def double(x):\n    return x * 2  # again\n",
            "[Core] Second")  # fmt: skip
-    message = ws.export()
-    assert "0002-Core-Second.patch and 0003-Core-Second.patch have one subject" in (
-        message
-    )
+    said = "0002-Core-Second.patch and 0003-Core-Second.patch have one subject"
+    assert said in ws.export()

