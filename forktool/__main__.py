@@ -21,7 +21,7 @@ from forktool import journal  # noqa: E402
 from forktool.commands import parser  # noqa: E402
 from forktool.layout import LAYOUT  # noqa: E402
 from forktool.pins import Pins  # noqa: E402
-from forktool.process import ForkToolError  # noqa: E402
+from forktool.process import ConflictError, ForkToolError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         with journal.exclusive(LAYOUT.clone_lock, LAYOUT.fork, " ".join(argv)):
             return command.run(Pins.load(), args)
     except ForkToolError as e:
-        print(f"error: {e}", file=sys.stderr)
+        # A conflict is work to finish by hand, not a failure of the command.
+        word = "stopped" if isinstance(e, ConflictError) else "error"
+        print(f"{word}: {e}", file=sys.stderr)
         return e.status
     except OSError as e:
         # The tool's own writes (build/, its lock, the cache, an unpack): one

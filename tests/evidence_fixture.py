@@ -178,7 +178,9 @@ def made_checks() -> dict[str, tuple[dict, dict, dict]]:
 def synthetic_results(store: Path, tree: str) -> None:
     """One result per required check, shaped as `test` writes them."""
     made = made_checks()
-    assert set(made) == set(pr.required())
+    assert set(made) == set(pr.required()), (
+        "made_checks() needs one made-up result per check the PR renders"
+    )
     for check, (counts, excerpts, data) in made.items():
         command = pr.required()[check]
         result = CheckResult(check, True, tree, "0.1", command, seconds=1.0)

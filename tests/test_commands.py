@@ -84,12 +84,15 @@ def test_every_command_says_what_it_refuses_and_writes_and_each_option_why(capsy
 
 
 def test_a_conflict_exits_3_other_errors_1_and_the_readme_says_usage_errors_2(
-    monkeypatch,
+    monkeypatch, capsys
 ):
     readme = " ".join((REPO / "README.md").read_text().split())
     assert "Exit status: 0 done, 1 refused or failed" in readme
     assert "2 a usage error" in readme
-    for error, status in ((ConflictError, 3), (ForkToolError, 1)):
+    for error, status, word in (
+        (ConflictError, 3, "stopped"),
+        (ForkToolError, 1, "error"),
+    ):
 
         def run(pins, args, error=error):
             raise error("stopped")
@@ -98,6 +101,7 @@ def test_a_conflict_exits_3_other_errors_1_and_the_readme_says_usage_errors_2(
         failing = Command("d", run, locks=False)
         monkeypatch.setattr(commands, "command", lambda name, f=failing: f)
         assert main(["sync"]) == status
+        assert capsys.readouterr().err == f"{word}: stopped\n"
 
 
 def test_malformed_pins_name_the_missing_field(tmp_path):
