@@ -109,6 +109,7 @@ class PreCommit:
         it runs, and a failed hook's is the outcome's detail."""
         # Hook environments are cached across runs and worktrees.
         home = str(cache_dir() / "pre-commit-home")
+        env = process.environ(PRE_COMMIT_HOME=home, **(env or {}))
         cmd = [str(self.bin_dir / "pre-commit"), "run", hook_key(hook)]
         cmd += ["--color=never", "--config", str(self.config), *args]
         start = self.log.stat().st_size if self.log.exists() else 0
@@ -118,7 +119,7 @@ class PreCommit:
             out.flush()
             status = process.run(
                 cmd, cwd=self.tree, check=False, capture=False, stdout=out, stderr=out,
-                env=process.environ(PRE_COMMIT_HOME=home, **(env or {})),
+                env=env,
             ).returncode  # fmt: skip
         seconds = time.monotonic() - began
         with self.log.open(errors="replace") as out:
@@ -126,7 +127,7 @@ class PreCommit:
             output = out.read().split("\n", 1)[1].strip()
         if status not in (0, 1):
             failed = process.failure(cmd, status, output, self.tree)
-            log = f"{home}/pre-commit.log"
+            log = f"{env['PRE_COMMIT_HOME']}/pre-commit.log"
             raise ForkToolError(f"{failed}\n(pre-commit's own log: {log})")
         verdict = "PASS" if status == 0 else "FAIL"
         return Outcome(label(hook), verdict, output if status else "", seconds)

@@ -71,7 +71,7 @@ def ensure_safe(fork: Path, command: str) -> None:
         )
 
 
-# The fork's branch, as `base.create_base` makes it: the series.
+# The fork's branch, as `apply.create_base` makes it: the series.
 BRANCH = "main"
 
 

@@ -93,7 +93,8 @@ def current(pins: Pins, lock: Path = LOCK) -> Path:
     """The lock, refused when it is missing or was resolved from other pins."""
     if not lock.exists():
         raise ForkToolError(f"{lock} is missing; run `{COMMAND}` and commit it")
-    if f"\n{_DIGEST}{pins_digest(pins)}\n" not in f"\n{lock.read_text()}":
+    recorded = re.search(rf"^{re.escape(_DIGEST)}(.*)$", lock.read_text(), re.M)
+    if recorded is None or recorded[1] != pins_digest(pins):
         raise ForkToolError(
             f"pins.toml changed since {lock.name} was resolved from it; run "
             f"`{COMMAND}` and commit {lock.name} with pins.toml"

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
 from evidence import bench
 from evidence.bench import Case
 from evidence.checks import BENCH
-from forktool.commands import command
+from forktool.commands import parser
 from forktool.pins import Pins
 from forktool.process import ForkToolError
 
@@ -101,6 +99,7 @@ def test_the_goals_verdicts_and_their_numbers(rows, verdicts, said):
 def test_uniform_must_send_no_ids():
     found = bench.goals([row("uniform", [100] * 3, [100] * 3, ids=(0, 1))])
     assert found[0] == ("FAIL", "uniform: block ids sent to zero, both trees: 3")
+    assert [verdict for verdict, _ in found] == ["FAIL", "PASS"]
 
 
 def test_one_failed_goal_fails_the_run_and_one_inconclusive_leaves_it_open():
@@ -131,9 +130,8 @@ def test_every_config_workload_and_size_is_a_case():
 
 
 def test_the_command_and_its_options_are_registered():
-    parser = argparse.ArgumentParser()
-    command("bench").options(parser)
-    args = parser.parse_args(["--quick", "--repeats", "2"])
+    argv = ["bench", "--quick", "--repeats", "2"]
+    args = parser(None, argv).parse_args(argv)
     assert args.quick and args.repeats == 2 and args.sizes == list(bench.SIZES)
 
 

@@ -238,6 +238,9 @@ def test_runner_collects_runs_reports_progress_and_caches(
     assert not runner.run(tree, args, "run", expected=must_fail).cached
     again = runner.run(tree, args, "run", expected=must_fail)
     assert again.cached and again.outcomes == result.outcomes
+    kept = ("reasons", "exception_types", "tails")  # through the cache's JSON
+    assert [getattr(again, k) for k in kept] == [getattr(result, k) for k in kept]
+    assert result.exception_types[f"{X}test_fail"] == "AssertionError"
     (tree / "tests" / "test_y.py").write_text("def test_new():\n    pass\n")
     assert not runner.run(tree, args, "run").cached  # uncommitted: run again
 

@@ -39,6 +39,11 @@ def test_the_committed_lock_is_current_and_a_pins_change_needs_a_relock(tmp_path
     relocked.write_text(f"# pins-digest: {venv_lock.pins_digest(moved)}\nx==1 \\\n")
     assert venv_lock.current(moved, relocked) == relocked
     assert venv_lock.packages(relocked.read_text()) == {"x": "1"}
+    # Only the first digest counts: a lock merged with conflicts is refused.
+    ours = f"# pins-digest: {venv_lock.pins_digest(moved)}\n"
+    relocked.write_text(f"<<<<<<< ours\n# pins-digest: old\n=======\n{ours}")
+    with pytest.raises(ForkToolError, match="pins.toml changed"):
+        venv_lock.current(moved, relocked)
 
 
 def test_relocking_hands_uv_the_current_lock_as_its_preferences(tmp_path, monkeypatch):
