@@ -17,6 +17,7 @@ import os
 import shlex
 import shutil
 import sys
+import threading
 from contextlib import suppress
 from pathlib import Path
 
@@ -161,7 +162,8 @@ def register_clone(repo: Path = LAYOUT.root) -> None:
             return
     except (OSError, UnicodeDecodeError):
         pass
-    part = entry.with_name(f".{entry.name}.{os.getpid()}.part")
+    # `setup` notes the clone from two threads at once: one file each.
+    part = entry.with_name(f".{entry.name}.{threading.get_native_id()}.part")
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         part.write_text(text)

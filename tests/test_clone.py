@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,21 @@ def test_backups_are_dated_when_they_were_made(ws):
     assert "  backup/20240102T030405 (made 2024-01-02 03:04:05 UTC): " in listed
     assert "  backup/20240102T030405-1 (made 2024-01-02 03:04:05 UTC): " in listed
     assert f"  backup/by-hand (committed {committed}): " in listed
+
+
+def test_clones_noted_from_threads_at_once_warn_nothing(tmp_path, monkeypatch, capsys):
+    """`setup` notes the clone from its sync thread and its venv thread at once."""
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    for i in range(20):
+        gate = threading.Barrier(4)
+
+        def note(repo=tmp_path / f"clone{i}", gate=gate):
+            gate.wait()
+            venv.register_clone(repo)
+
+        threads = [threading.Thread(target=note) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert capsys.readouterr().err == ""
