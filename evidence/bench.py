@@ -13,24 +13,16 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from evidence.tree_process import TreeProcess
 from evidence.worktrees import worktree
 from forktool import hfcache
-from forktool.checks import Check, Measured, fork_tree, record
+from forktool.checks import Measured
 from forktool.layout import LAYOUT
-from forktool.pins import Pins
-from forktool.prepare import require_setup
 from forktool.process import BASE_TAG, ForkToolError
 from forktool.pytest_runner import test_env
-from forktool.safety import ensure_safe
 from forktool.venv import python
-
-BASE_TREE = LAYOUT.trees / "bench-base"
-WORKER = LAYOUT.fork_tests / "bench_scheduler.py"
 
 CONFIGS = {
     "mixed": "FP8 KV, one BF16 layer (one group), PP=2",
@@ -49,12 +41,12 @@ PROCESSES = ("base", "fork", "base-aa")
 # room for warm-up and measured decode steps without preemption.
 MAX_STEPS = 900
 MAX_REQUESTS = 1024  # the workers' max_num_seqs
-READY_TIMEOUT_S = 300.0
-ANSWER_TIMEOUT_S = 600.0
+READY_TIMEOUT_S, ANSWER_TIMEOUT_S = 300.0, 600.0
+PASS = {True: "PASS", False: "FAIL"}
+INCONCLUSIVE = "INCONCLUSIVE"
 
 
-@dataclass(frozen=True)
-class Case:
+class Case(NamedTuple):
     config: str
     workload: str
     requests: int
@@ -67,38 +59,23 @@ def cases(sizes: tuple[int, ...]) -> list[Case]:
 # --- numbers ------------------------------------------------------------------
 
 
-def spread(values: list[float]) -> tuple[float, float, float]:
-    """(median, min, max)."""
-    return statistics.median(values), min(values), max(values)
-
-
 def summarise(case: Case, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """One table row from each process's repeats (the worker's `steps` answers)."""
-    medians = {
-        p: [statistics.median(r["cpu_ns"]) / 1000 for r in reps]
-        for p, reps in runs.items()
-    }
+    """One table row from each process's repeats (the worker's `steps` answers);
+    "ratio" and "aa" are (median, min, max) of the repeats' ratios."""
+    medians = {p: [statistics.median(r["cpu_ns"]) / 1000 for r in reps]
+               for p, reps in runs.items()}  # fmt: skip
     ids = {p: [i for r in reps for i in r["zero_ids"]] for p, reps in runs.items()}
-    ratio = [f / b for f, b in zip(medians["fork"], medians["base"], strict=True)]
-    aa = [a / b for a, b in zip(medians["base-aa"], medians["base"], strict=True)]
-    return {
-        "config": case.config,
-        "workload": case.workload,
-        "requests": case.requests,
-        "base_us": statistics.median(medians["base"]),
-        "fork_us": statistics.median(medians["fork"]),
-        "ratio": spread(ratio),
-        "aa": spread(aa),
-        "ratios": ratio,
-        "aa_ratios": aa,
-        "ids_base": statistics.mean(ids["base"]),
-        "ids_fork": statistics.mean(ids["fork"]),
-        "ids_total": {p: sum(v) for p, v in ids.items()},
-    }
-
-
-PASS = {True: "PASS", False: "FAIL"}
-INCONCLUSIVE = "INCONCLUSIVE"
+    ratio, aa = ([x / b for x, b in zip(medians[p], medians["base"], strict=True)]
+                 for p in ("fork", "base-aa"))  # fmt: skip
+    return {**case._asdict(),
+            "base_us": statistics.median(medians["base"]),
+            "fork_us": statistics.median(medians["fork"]),
+            "ratio": (statistics.median(ratio), min(ratio), max(ratio)),
+            "aa": (statistics.median(aa), min(aa), max(aa)),
+            "ratios": ratio, "aa_ratios": aa,
+            "ids_base": statistics.mean(ids["base"]),
+            "ids_fork": statistics.mean(ids["fork"]),
+            "ids_total": {p: sum(v) for p, v in ids.items()}}  # fmt: skip
 
 
 def pooled(rows: list[dict[str, Any]], key: str) -> float:
@@ -126,8 +103,8 @@ def goals(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
     every A/A repeat's ratio) reaches further from 1 than the goal's margin:
     the run cannot tell a difference of that size; rerun on a quieter machine.
     """
-    out = []
-    mixed = [r for r in rows if r["config"] == "mixed"]
+    out, by = [], {c: [r for r in rows if r["config"] == c] for c in CONFIGS}
+    mixed, uniform = by["mixed"], by["uniform"]
     if mixed:
         worst = max(mixed, key=lambda r: r["ratio"][0])
         ratio, aa = pooled(mixed, "ratios"), pooled(mixed, "aa_ratios")
@@ -139,14 +116,11 @@ def goals(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
             f"its A/A range {worst['aa'][1]:.3f}-{worst['aa'][2]:.3f})"
         )
         out.append((INCONCLUSIVE if wide else PASS[ratio - 1 <= OVERHEAD_GOAL], text))
-    for config in ("mixed", "uniform"):
-        if config_rows := [r for r in rows if r["config"] == config]:
-            sent = sum(
-                r["ids_total"]["base"] + r["ids_total"]["fork"] for r in config_rows
-            )
+    for config, some in (("mixed", mixed), ("uniform", uniform)):
+        if some:
+            sent = sum(r["ids_total"]["base"] + r["ids_total"]["fork"] for r in some)
             text = f"{config}: block ids sent to zero, both trees: {sent}"
             out.append((PASS[sent == 0], text))
-    uniform = [r for r in rows if r["config"] == "uniform"]
     if uniform:
         low, high, wide, floor = noise_floor(uniform)
         ratio = pooled(uniform, "ratios")
@@ -175,15 +149,11 @@ def summary(verdicts: list[tuple[str, str]]) -> str:
 
 
 def render(rows: list[dict[str, Any]], repeats: int, steps: int) -> str:
-    head = (
-        f"{'config':8} {'workload':8} {'reqs':>5} {'base µs':>8} {'fork µs':>8} "
-        f"{'fork/base [min-max]':>20} {'A/A [min-max]':>20} "
-        f"{'ids/step b':>10} {'ids/step f':>10}"
-    )
     lines = [
         f"CPU time per schedule() + update_from_output() step: median of "
         f"{repeats} repeats, each the median of {steps} steps",
-        head,
+        "config   workload  reqs  base µs  fork µs "
+        " fork/base [min-max]        A/A [min-max] ids/step b ids/step f",
     ]
     for r in rows:
         ratio, aa = r["ratio"], r["aa"]
@@ -203,10 +173,6 @@ def render(rows: list[dict[str, Any]], repeats: int, steps: int) -> str:
 class Worker(TreeProcess):
     """One fork_tests/bench_scheduler.py process importing one tree's vllm."""
 
-    def __init__(self, label: str, tree: Path, venv: Path) -> None:
-        env = {**test_env(LAYOUT.hf_home), "VLLM_LOGGING_LEVEL": "ERROR"}
-        super().__init__(f"bench-{label}", tree, [python(venv), str(WORKER)], env)
-
     def answer(self) -> dict[str, Any]:
         answer = self.read(ANSWER_TIMEOUT_S)
         if error := answer.get("error"):
@@ -214,12 +180,12 @@ class Worker(TreeProcess):
         return answer
 
 
-def measure(
+def measure_case(
     workers: dict[str, Worker], case: Case, repeats: int, steps: int
 ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """Set the case up in every process (in parallel: untimed), then take turns."""
     for w in workers.values():
-        w.write({"op": "setup", **case.__dict__})
+        w.write({"op": "setup", **case._asdict()})
     facts = {label: w.answer() for label, w in workers.items()}
     runs: dict[str, list[dict[str, Any]]] = {label: [] for label in workers}
     order = list(workers)
@@ -238,57 +204,34 @@ def check_zeroing(case: Case, facts: dict[str, Any]) -> None:
         raise ForkToolError(f"{case}: zeroing {got}, expected {want}")
 
 
-def run(
-    pins: Pins,
-    sizes: tuple[int, ...],
-    repeats: int,
-    steps: int,
-    check: Check,
-    command: str,
-) -> bool:
-    """Measure every case; print the table and write build/results/<check>.json.
-    Refuses first the options the workers' KV cache and request limit cannot
-    hold."""
-    if repeats < 1 or steps < 1 or repeats * steps > MAX_STEPS:
-        raise ForkToolError(
-            f"--repeats {repeats} --steps {steps}: each at least 1, together at "
-            f"most {MAX_STEPS} measured steps per case"
-        )
-    if not all(1 <= n <= MAX_REQUESTS for n in sizes):
-        raise ForkToolError(f"--sizes: each from 1 to {MAX_REQUESTS} requests")
-    require_setup("bench")
-    ensure_safe(LAYOUT.fork, "bench")  # results name the fork's HEAD tree
+def measure(sizes: tuple[int, ...], repeats: int, steps: int) -> Measured:
+    """Every case, the fork's and the base's workers taking turns; print the
+    table."""
     hfcache.lay_out(LAYOUT.fixtures, LAYOUT.hf_home)
-    base = worktree(LAYOUT.fork, BASE_TREE, BASE_TAG)
+    base = worktree(LAYOUT.fork, LAYOUT.trees / "bench-base", BASE_TAG)
     trees = {"base": base, "fork": LAYOUT.fork, "base-aa": base}
+    env = {**test_env(LAYOUT.hf_home), "VLLM_LOGGING_LEVEL": "ERROR"}
+    command = [python(LAYOUT.venv), str(LAYOUT.fork_tests / "bench_scheduler.py")]
     start = time.monotonic()
-    workers = {label: Worker(label, trees[label], LAYOUT.venv) for label in PROCESSES}
+    workers = {p: Worker(f"bench-{p}", trees[p], command, env) for p in PROCESSES}
     rows, raw = [], []
     try:
         for w in workers.values():
             w.wait_ready(READY_TIMEOUT_S)
         print(f"workers ready in {time.monotonic() - start:.0f} s", flush=True)
         for case in cases(sizes):
-            facts, runs = measure(workers, case, repeats, steps)
+            facts, runs = measure_case(workers, case, repeats, steps)
             check_zeroing(case, facts)
             rows.append(summarise(case, runs))
-            raw.append({"case": case.__dict__, "facts": facts, "runs": runs})
+            raw.append({"case": case._asdict(), "facts": facts, "runs": runs})
             print(render(rows[-1:], repeats, steps).splitlines()[-1], flush=True)
     finally:
         for w in workers.values():
             w.close()
-    seconds = time.monotonic() - start
-    table = render(rows, repeats, steps)
-    verdicts = goals(rows)
-    text = summary(verdicts)
-    print(f"\n{table}\n\n{text}\n({seconds:.0f} s, {os.cpu_count()} CPUs)")
-    found = Measured(
-        overall(verdicts) == "PASS",
-        {"cases": len(rows), "repeats": repeats, "steps": steps},
-        {"table": table, "goals": text},
-        {"configs": CONFIGS, "rows": rows, "raw": raw, "cpus": os.cpu_count()},
-    )
-    tree = fork_tree(LAYOUT.fork)
-    record(check, found, seconds, pins.version, tree, command)
-    print(f"wrote {LAYOUT.results / check.name}.json")
-    return found.ok
+    table, verdicts = render(rows, repeats, steps), goals(rows)
+    text, cpus = summary(verdicts), os.cpu_count()
+    print(f"\n{table}\n\n{text}\n({time.monotonic() - start:.0f} s, {cpus} CPUs)")
+    counts = {"cases": len(rows), "repeats": repeats, "steps": steps}
+    data = {"configs": CONFIGS, "rows": rows, "raw": raw, "cpus": cpus}
+    ok = overall(verdicts) == "PASS"
+    return Measured(ok, counts, {"table": table, "goals": text}, data)

@@ -4,7 +4,6 @@ how `setup` and `test` measure each, and which rows the PR renders."""
 from __future__ import annotations
 
 import json
-import shlex
 
 from evidence import ci_impact, cpu_selection, matrix, mutation, precommit
 from evidence.pr.sections import checkers_row, precommit_row
@@ -43,13 +42,13 @@ def fuzz_catches_base(ctx: Context) -> Measured:
     against = {"FUZZ_AGAINST": "base", "FUZZ_REPORT": str(report)}
     session = repo_pytest(ctx.venv, "fuzz", "-s", label="fuzz-catches-base", **against)
     violated = json.loads(report.read_text()) if report.exists() else {}
+    output = "\n".join(f"{k}_violated: {v}" for k, v in violated.items())
+    print(output or f"no invariant violated (see {session.log})")
     failed = session.result().with_outcome("failed", "error")
-    shrunk = [f"{name}_violated: {detail}" for name, detail in violated.items()]
-    print("\n".join(shrunk) or f"no invariant violated (see {session.log})")
     ok = bool(failed) and bool(AGREEMENT & set(violated))
-    shown = shlex.join(["FUZZ_AGAINST=base", "python", "-m", "pytest", "fuzz", "-s"])
-    output = "\n".join(shrunk) or "no invariant violated"
-    return Measured(ok, {"violations": len(shrunk)}, {"base": f"$ {shown}\n{output}"})
+    shown = "FUZZ_AGAINST=base python -m pytest fuzz -s"
+    base = f"$ {shown}\n{output or 'no invariant violated'}"
+    return Measured(ok, {"violations": len(violated)}, {"base": base})
 
 
 def impact(ctx: Context) -> Measured:
@@ -61,107 +60,44 @@ def impact(ctx: Context) -> Measured:
     return Measured(run.returncode == 0, data={"report": run.stdout, "command": shown})
 
 
-REGRESSION_MATRIX = Check(
-    "regression-matrix",
-    "regression matrix",
-    SETUP,
-    lambda ctx: matrix.regression_matrix(
-        LAYOUT, ctx.tests, ctx.selection, ctx.pins.author
-    ),
-    in_setup=True,
-    in_pr=True,
-)
-MUTANTS = Check(
-    mutation.NAME,
-    "mutation testing of the series' added lines",
-    mutation.COMMAND_LINE,
-    mutants,
-    in_pr=True,
-)
-GPU_ONLY = Check(
-    "gpu-only",
-    "GPU-only tests collected, skipped here",
-    TEST,
-    lambda ctx: matrix.gpu_only_skipped(LAYOUT.fork, ctx.tests, ctx.selection),
-    in_pr=True,
-)
-CI_CHECKERS = Check(
-    "ci-checkers",
-    "vLLM CI checkers",
-    TEST,
-    lambda ctx: ci_impact.run_checkers(LAYOUT.fork, python(ctx.venv)),
-    pr_row=checkers_row,
-)
-CI_IMPACT = Check("ci-impact", "CI impact report", TEST, impact, in_pr=True)
-PRE_COMMIT = Check(
-    "pre-commit",
-    "vLLM pre-commit",
-    TEST,
-    lambda ctx: precommit.run_precommit(LAYOUT.fork, LAYOUT.trees / "pre-commit"),
-    pr_row=precommit_row,
-    needs=precommit.NEEDS,
-)
-OVERRIDES = Check(
-    "overrides",
-    "out-of-tree override patterns",
-    TEST,
-    lambda ctx: matrix.override_patterns(LAYOUT, ctx.tests),
-    in_pr=True,
-)
-PLANNER_FUZZ = Check(
-    "planner-fuzz",
-    "planner fuzz",
-    TEST,
-    lambda ctx: measured(
-        repo_pytest(ctx.venv, "fuzz", "-s", label="planner-fuzz"), "fuzz", "-s"
-    ),
-    in_pr=True,
-)
-FUZZ_CATCHES_BASE = Check(
-    "fuzz-catches-base",
-    "planner fuzz catches the base",
-    TEST,
-    fuzz_catches_base,
-    in_pr=True,
-)
-UPSTREAM_SELECTION = Check(
-    "upstream-selection",
-    "upstream selection, fork vs base",
-    TEST,
-    lambda ctx: cpu_selection.cpu_selection(LAYOUT, ctx.tests, ctx.selection),
-    in_pr=True,
-    background=True,
-)
-BENCH = Check(
-    "bench", "scheduler cost per step", BENCH_RUN, gates_test=False, in_pr=True
-)
-BENCH_QUICK = Check(
-    "bench-quick",
-    "scheduler cost per step, one size",
-    f"{BENCH_RUN} --quick",
-    gates_test=False,
-)
-GPU_E2E = Check(
-    "gpu-e2e",
-    "GPU end-to-end test, on the series and without its resolution",
-    "python3 -m forktool e2e",
-    gates_test=False,
-    in_pr=True,
-)
+def planner_fuzz(ctx: Context) -> Measured:
+    session = repo_pytest(ctx.venv, "fuzz", "-s", label="planner-fuzz")
+    return measured(session, "fuzz", "-s")
 
+
+# In the order `test` runs them, after the workflow's own.
 CHECKS = (
-    REGRESSION_MATRIX,
-    MUTANTS,
-    GPU_ONLY,
-    CI_CHECKERS,
-    CI_IMPACT,
-    PRE_COMMIT,
-    OVERRIDES,
-    PLANNER_FUZZ,
-    FUZZ_CATCHES_BASE,
-    UPSTREAM_SELECTION,
-    BENCH,
-    BENCH_QUICK,
-    GPU_E2E,
-)
-"""In the order `test` runs them, after the workflow's own."""
+    REGRESSION_MATRIX := Check("regression-matrix", "regression matrix", SETUP,
+        lambda ctx: matrix.regression_matrix(
+            LAYOUT, ctx.tests, ctx.selection, ctx.pins.author),
+        in_setup=True, in_pr=True),
+    MUTANTS := Check(mutation.NAME, "mutation testing of the series' added lines",
+                     mutation.COMMAND_LINE, mutants, in_pr=True),
+    GPU_ONLY := Check("gpu-only", "GPU-only tests collected, skipped here", TEST,
+        lambda ctx: matrix.gpu_only_skipped(LAYOUT.fork, ctx.tests, ctx.selection),
+        in_pr=True),
+    Check("ci-checkers", "vLLM CI checkers", TEST,
+          lambda ctx: ci_impact.run_checkers(LAYOUT.fork, python(ctx.venv)),
+          pr_row=checkers_row),
+    CI_IMPACT := Check("ci-impact", "CI impact report", TEST, impact, in_pr=True),
+    PRE_COMMIT := Check("pre-commit", "vLLM pre-commit", TEST,
+        lambda ctx: precommit.run_precommit(LAYOUT.fork, LAYOUT.trees / "pre-commit"),
+        pr_row=precommit_row, needs=precommit.NEEDS),
+    OVERRIDES := Check("overrides", "out-of-tree override patterns", TEST,
+        lambda ctx: matrix.override_patterns(LAYOUT, ctx.tests), in_pr=True),
+    PLANNER_FUZZ := Check("planner-fuzz", "planner fuzz", TEST, planner_fuzz,
+                          in_pr=True),
+    FUZZ_CATCHES_BASE := Check("fuzz-catches-base", "planner fuzz catches the base",
+                               TEST, fuzz_catches_base, in_pr=True),
+    UPSTREAM_SELECTION := Check(
+        "upstream-selection", "upstream selection, fork vs base", TEST,
+        lambda ctx: cpu_selection.cpu_selection(LAYOUT, ctx.tests, ctx.selection),
+        in_pr=True, background=True),
+    BENCH := Check("bench", "scheduler cost per step", BENCH_RUN, gates_test=False,
+                   in_pr=True),
+    BENCH_QUICK := Check("bench-quick", "scheduler cost per step, one size",
+                         f"{BENCH_RUN} --quick", gates_test=False),
+    GPU_E2E := Check("gpu-e2e",
+                     "GPU end-to-end test, on the series and without its resolution",
+                     "python3 -m forktool e2e", gates_test=False, in_pr=True),
+)  # fmt: skip

@@ -30,23 +30,22 @@ DEFAULT_TEST = (
 STEP_KEYS = "tools/pre_commit/check_buildkite_step_keys.py"
 
 
-def trigger_cell(step: Step | None, sources: list[str], changed: list[str]) -> str:
+def trigger_cell(step: Step | None, changed: list[str]) -> str:
     """The step's entries that non-test files match (← the file, when below
     its entry); "tests only" or "no" when none does."""
     if step is None:
         return "absent"
     by_entry: dict[str, list[str]] = {}
+    sources = [p for p in changed if not p.startswith("tests/")]
     for path, entries in triggers(step.deps, sources).items():
         for entry in entries:
             by_entry.setdefault(entry, []).append(path.removeprefix(entry))
     if not by_entry:
         return "tests only" if triggers(step.deps, changed) else "no"
-    return "<br>".join(
-        f"`{entry}`"
-        + (" (parent's)" if entry in step.inherited else "")
-        + "".join(f" ← `{p.lstrip('/')}`" for p in below if p)
-        for entry, below in by_entry.items()
-    )
+    return "<br>".join(f"`{entry}`"
+                       + (" (parent's)" if entry in step.inherited else "")
+                       + "".join(f" ← `{p.lstrip('/')}`" for p in below if p)
+                       for entry, below in by_entry.items())  # fmt: skip
 
 
 def pipeline_summary(steps: list[Step], sources: list[str]) -> str:
@@ -77,18 +76,15 @@ def _items(found: Found | None, n_items: int) -> str:
     return text + (" (-m not applied)" if found and found.unevaluated else "")
 
 
-def table_row(
-    old: Found | None, new: Found | None, n_items: int, changed: list[str]
-) -> str:
+def table_row(old: Found | None, new: Found | None, n: int, changed: list[str]) -> str:
     """A step's row: what it collects (base → head where that differs) and
     what triggers it with the YAML at each revision."""
     either = new or old
     assert either is not None  # a row is a step found at one revision at least
     step = either.step
-    got = [_items(f, n_items) for f in (old, new) if f]
+    got = [_items(f, n) for f in (old, new) if f]
     key = f"`{step.key}`" if step.key else f"— ({step.source})"
-    sources = [p for p in changed if not p.startswith("tests/")]
-    cells = [trigger_cell(f and f.step, sources, changed) for f in (old, new)]
+    cells = [trigger_cell(f and f.step, changed) for f in (old, new)]
     row = [step.pipeline, step.label, key, step.runs, " → ".join(dict.fromkeys(got))]
     return "| " + " | ".join([*row, *cells]) + " |"
 
@@ -105,7 +101,7 @@ def trigger_counts(steps: list[Step], changed: list[str]) -> str:
 def report(fork: Path, base: str, head: str, test: str, python: str) -> str:
     """Markdown: the steps whose commands collect `test`, what triggers them
     with the YAML at `base` and at `head`, and the triggered step counts."""
-    fork, (file, sep, _) = Path(fork), test.partition("::")
+    file, sep, _ = test.partition("::")
     if not (sep and file.startswith("tests/") and file.endswith(".py")):
         raise ForkToolError(f"give the test as tests/<file>.py::<name>, not {test}")
     changed = git(fork, "diff", "--name-only", f"{base}..{head}").stdout.split()
@@ -155,11 +151,11 @@ def run_checkers(fork: Path, python: str) -> Measured:
     for args in ([TETHERING, "--all"], [STEP_KEYS]):
         env = compiling_once(process.environ())
         run = process.run([python, *args], cwd=fork, env=env, check=False)
-        output = (run.stdout + run.stderr).rstrip() or "(no output)"
-        print(output)
-        print(f"{'PASS' if run.returncode == 0 else 'FAIL'}  {' '.join(args)}")
-        found.ok &= run.returncode == 0
-        found.counts["passed" if run.returncode == 0 else "failed"] += 1
+        ok, output = run.returncode == 0, (run.stdout + run.stderr).rstrip()
+        output = output or "(no output)"
+        print(f"{output}\n{'PASS' if ok else 'FAIL'}  {' '.join(args)}")
+        found.ok &= ok
+        found.counts["passed" if ok else "failed"] += 1
         found.excerpts[Path(args[0]).stem] = (
             f"$ python {' '.join(args)}\n{output[-4000:]}\n(exit {run.returncode})"
         )

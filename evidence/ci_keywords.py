@@ -16,20 +16,14 @@ from _pytest.mark import KeywordMatcher
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--ci-keywords",
-        dest="ci_keywords",
-        default=None,
-        help="write each collected item's -k keywords as JSON to this file",
-    )
+    what = "write each collected item's -k keywords as JSON to this file"
+    parser.addoption("--ci-keywords", dest="ci_keywords", default=None, help=what)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     path = session.config.getoption("ci_keywords")
     if path:
-        items = {
-            item.nodeid: sorted(KeywordMatcher.from_item(item)._names)
-            for item in session.items
-        }
+        items = {item.nodeid: sorted(KeywordMatcher.from_item(item)._names)
+                 for item in session.items}  # fmt: skip
         with open(path, "w") as f:
             json.dump(items, f)

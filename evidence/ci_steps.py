@@ -44,16 +44,13 @@ def entry_matches(entry: str, path: str) -> bool:
     return bool(prefix) and (path == prefix or path.startswith(prefix + "/"))
 
 
-def triggers(deps: Iterable[str], changed: Iterable[str]) -> dict[str, list[str]]:
+def triggers(deps: list[str], changed: Iterable[str]) -> dict[str, list[str]]:
     """Changed file -> the include entries selecting it, for each file that
     some include entry selects and no `!` entry excludes."""
-    deps = list(deps)
     excludes = [d[1:] for d in deps if d.startswith("!")]
-    hits = {
-        path: [d for d in deps if d[:1] != "!" and entry_matches(d, path)]
-        for path in changed
-        if not any(entry_matches(e, path) for e in excludes)
-    }
+    hits = {path: [d for d in deps if d[:1] != "!" and entry_matches(d, path)]
+            for path in changed
+            if not any(entry_matches(e, path) for e in excludes)}  # fmt: skip
     return {path: entries for path, entries in hits.items() if entries}
 
 

@@ -18,20 +18,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from evidence.worktrees import worktree
 from forktool import process
-from forktool.checks import Check, Measured, fork_tree, record
+from forktool.checks import Measured
 from forktool.layout import LAYOUT
-from forktool.pins import Pins
-from forktool.prepare import require_setup
-from forktool.process import BASE_TAG, ISOLATED, ForkToolError, git
+from forktool.process import BASE_TAG, ISOLATED, git
 from forktool.pytest_runner import Result, run_pytest
-from forktool.safety import ensure_safe
 from forktool.selection import Selection
 from forktool.venv import compiling_once, python
 
@@ -39,14 +35,12 @@ RESOLUTION = ("vllm/v1/core/kv_cache_planning.py", "vllm/v1/core/kv_cache_utils.
 TREE = "e2e-without-resolution"
 """The worktree under build/trees/, and its run's name."""
 PYTEST = ("-v", "-s", "--tb=short", "-p", "no:cacheprovider")
-TAIL_LINES = 40
 
 
 def gpus() -> int:
     """The GPUs `nvidia-smi -L` lists; none without nvidia-smi. Its MIG
     instances, listed under their GPU, are not counted."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
+    if (smi := shutil.which("nvidia-smi")) is None:
         return 0
     listed = process.run([smi, "-L"], check=False).stdout.splitlines()
     return sum(line.startswith("GPU ") for line in listed)
@@ -70,66 +64,38 @@ def without_resolution(fork: Path, path: Path) -> str:
 
 
 def run_test(
-    tree: Path, venv: Path, args: tuple[str, ...], log: Path
+    tree: Path, args: tuple[str, ...], log: Path
 ) -> tuple[dict[str, Any], str]:
-    """The test in `tree`: its outcomes and exit status; the end of its output."""
+    """The test in `tree`: its outcomes and exit status; the last 40 lines of
+    its output."""
     # The test serves the model with `vllm serve`, whose imports start from
     # the venv's bin/, where the editable install's finder loads build/vllm:
     # the tree first on PYTHONPATH makes the server and its workers its own.
-    paths = [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = compiling_once(
-        process.environ(
-            VIRTUAL_ENV=str(venv),
-            PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-            PYTHONPATH=os.pathsep.join(paths),
-        )
-    )
+    venv = LAYOUT.venv
+    paths = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
+    path = f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = process.environ(VIRTUAL_ENV=str(venv), PATH=path, PYTHONPATH=paths)
     cmd = [python(venv), "-m", "pytest", *PYTEST, *args]
-    session = run_pytest(cmd, tree, env, log, log.stem)
+    session = run_pytest(cmd, tree, compiling_once(env), log, log.stem)
     outcomes = session.result().outcomes
     print(f"[{log.stem}] {Result(outcomes).counted()}, exit status {session.status}")
-    tail = log.read_text(errors="replace").splitlines()[-TAIL_LINES:]
+    tail = log.read_text(errors="replace").splitlines()[-40:]
     return {"outcomes": outcomes, "exit_status": session.status}, "\n".join(tail)
 
 
-def measure(
-    fork: Path, trees: Path, venv: Path, logs: Path, args: tuple[str, ...]
-) -> Measured:
+def measure() -> Measured:
     """Both runs; it passes when every test passes on the series and one
     fails without the resolution. Its counts are the series run's."""
-    reverted = without_resolution(fork, trees / TREE)
-    series, series_tail = run_test(fork, venv, args, logs / "e2e-series.log")
-    without, without_tail = run_test(trees / TREE, venv, args, logs / f"{TREE}.log")
+    args = Selection.load(LAYOUT.selection).gpu_only
+    reverted = without_resolution(LAYOUT.fork, tree := LAYOUT.trees / TREE)
+    series, series_tail = run_test(LAYOUT.fork, args, LAYOUT.logs / "e2e-series.log")
+    without, without_tail = run_test(tree, args, LAYOUT.logs / f"{TREE}.log")
     passed = set(series["outcomes"].values()) == {"passed"}
     failed = bool({"failed", "error"} & set(without["outcomes"].values()))
-    return Measured(
-        passed and failed,
-        dict(Counter(series["outcomes"].values())),
-        {"series": series_tail, "without-resolution": without_tail},
-        {
-            "args": list(args),
-            "reverted": reverted,
-            "runs": {"series": series, "without-resolution": without},
-        },
-    )
-
-
-def run(pins: Pins, check: Check) -> bool:
-    """Refuse without two GPUs or setup; measure, print, record the result."""
-    count = gpus()
-    if count < 2:
-        raise ForkToolError(
-            f"e2e needs two GPUs and found {count} (`nvidia-smi -L`; none "
-            "without nvidia-smi on PATH); nothing was run"
-        )
-    require_setup("e2e")
-    ensure_safe(LAYOUT.fork, "e2e")  # the result names the fork's HEAD tree
-    start = time.monotonic()
-    args = Selection.load(LAYOUT.selection).gpu_only
-    measured = measure(LAYOUT.fork, LAYOUT.trees, LAYOUT.venv, LAYOUT.logs, args)
-    tree = fork_tree(LAYOUT.fork)
-    record(check, measured, time.monotonic() - start, pins.version, tree)
-    verdict = "PASS" if measured.ok else "FAIL"
+    tails = {"series": series_tail, "without-resolution": without_tail}
+    data = {"args": list(args), "reverted": reverted,
+            "runs": {"series": series, "without-resolution": without}}  # fmt: skip
+    counts = dict(Counter(series["outcomes"].values()))
+    verdict = "PASS" if passed and failed else "FAIL"
     print(f"{verdict} (it must pass on the series and fail without the resolution)")
-    print(f"wrote {LAYOUT.results / check.name}.json")
-    return measured.ok
+    return Measured(passed and failed, counts, tails, data)

@@ -32,39 +32,28 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import queue
 import re
 import tempfile
 import time
 import tomllib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from evidence.pytest_server import SWAP_FAILED
 from evidence.tree_process import TreeProcess
 from evidence.worktrees import worktree
-from forktool import checks
-from forktool.checks import Measured
+from forktool import checks, pytest_runner
 from forktool.layout import LAYOUT
 from forktool.process import BASE_TAG, SERIES, ForkToolError, git
-from forktool.pytest_runner import (
-    Result,
-    Runner,
-    read_report,
-    report_args,
-    report_env,
-    test_env,
-)
+from forktool.pytest_runner import Result, Runner, read_report, report_args
 from forktool.selection import Selection
 from forktool.venv import python, venv_id
 
 NAME = "mutants"  # the check's name in the registry, and so its results file
 COMMAND_LINE = "python3 -m forktool mutate"
-SERVER = Path(__file__).with_name("pytest_server.py")
 READY_TIMEOUT_S, RUN_TIMEOUT_S = 600.0, 900.0
 KILLED_SERIES = "killed (series)"
 KILLED_FORK_TESTS = "killed (fork tests only)"
@@ -74,8 +63,7 @@ FAILED = ("failed", "error")
 # --- the mutants -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Mutant:
+class Mutant(NamedTuple):
     path: str  # relative to the tree
     line: int  # in the fork's HEAD
     text: str  # that line, stripped: with path and mutation, the equivalents' key
@@ -106,18 +94,12 @@ def added_lines(diff: str) -> dict[str, set[int]]:
     return {path: lines for path, lines in files.items() if lines}
 
 
-# Each operator and its opposite, and how each reads.
-_OPPOSITES: dict[type, type] = {
-    ast.And: ast.Or,
-    ast.Eq: ast.NotEq,
-    ast.Lt: ast.GtE,
-    ast.Gt: ast.LtE,
-    ast.Is: ast.IsNot,
-    ast.In: ast.NotIn,
-}
-SWAPS = {**_OPPOSITES, **{b: a for a, b in _OPPOSITES.items()}}
-_READS = "and,==,<,>,is,in,or,!=,>=,<=,is not,not in".split(",")
-SYMBOLS = dict(zip(SWAPS, _READS, strict=True))
+# Each operator next to its opposite, and how each reads.
+_NAMES = "And Or Eq NotEq Lt GtE Gt LtE Is IsNot In NotIn".split()
+_READS = "and,or,==,!=,<,>=,>,<=,is,is not,in,not in".split(",")
+SYMBOLS = {getattr(ast, n): r for n, r in zip(_NAMES, _READS, strict=True)}
+_OPS = list(SYMBOLS)
+SWAPS = {op: _OPS[i ^ 1] for i, op in enumerate(_OPS)}
 _DELETED = {ast.Raise: "raise", ast.Assert: "assert"}
 _DELETED |= dict.fromkeys((ast.Assign, ast.AnnAssign, ast.AugAssign), "assignment")
 Point = tuple[Any, str, str]
@@ -127,6 +109,13 @@ Point = tuple[Any, str, str]
 def _swap(op: Any) -> tuple[Any, str]:
     other = SWAPS[type(op)]()
     return other, f"{SYMBOLS[type(op)]} -> {SYMBOLS[type(other)]}"
+
+
+def _points(node: ast.expr | ast.stmt) -> Iterator[Point]:
+    """The mistakes in an expression or a statement."""
+    if isinstance(node, ast.stmt):
+        return _statement_points(node)
+    return _expression_points(node)
 
 
 def _statement_points(node: ast.stmt) -> Iterator[Point]:
@@ -143,13 +132,6 @@ def _statement_points(node: ast.stmt) -> Iterator[Point]:
             yield value, negated, "returns its negation"
         case _ if type(node) in _DELETED:
             yield node, "pass", f"{_DELETED[type(node)]} deleted"
-
-
-def _points(node: ast.expr | ast.stmt) -> Iterator[Point]:
-    """The mistakes in an expression or a statement."""
-    if isinstance(node, ast.stmt):
-        return _statement_points(node)
-    return _expression_points(node)
 
 
 def _expression_points(node: ast.expr) -> Iterator[Point]:
@@ -193,15 +175,6 @@ def _splice(source: str, node: Any, text: str) -> str:
     return (data[:begin] + text.encode() + data[end:]).decode()
 
 
-def _code(source: str, path: str) -> str | None:
-    """`source` as its syntax tree's dump, None when it does not compile."""
-    try:
-        compile(source, path, "exec")
-    except (SyntaxError, ValueError):
-        return None
-    return ast.dump(ast.parse(source))
-
-
 def _functions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, range]]:
     """(qualified name, the lines of its body) of each function and method."""
     for node in body:
@@ -213,32 +186,33 @@ def _functions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, ra
 
 
 def mutants(path: str, source: str, lines: set[int]) -> list[Mutant]:
-    """The mutants of `lines` of `source`, in the order of the file; the same
-    mistake twice on one line is told apart by " #2", " #3"."""
-    texts = source.splitlines()
-    module = ast.parse(source)
+    """The mutants of `lines` of `source` that compile, one per distinct code,
+    in the order of the file; the same mistake twice on one line is told
+    apart by " #2", " #3"."""
+    texts, module = source.splitlines(), ast.parse(source)
     functions = list(_functions(module.body))
-    codes = {ast.dump(module)}  # one mutant per distinct code
-    found = []
+    codes, found = {ast.dump(module)}, []
     for node in ast.walk(module):
         if not isinstance(node, ast.expr | ast.stmt) or node.lineno not in lines:
             continue
-        line = node.lineno
-        within = "".join(name for name, body in functions if line in body)
+        within = "".join(name for name, body in functions if node.lineno in body)
         for target, replacement, what in _points(node):
             mutated = _splice(source, target, replacement)
-            code = _code(mutated, path)
-            if code is not None and code not in codes:
+            try:
+                compile(mutated, path, "exec")
+            except (SyntaxError, ValueError):
+                continue
+            if (code := ast.dump(ast.parse(mutated))) not in codes:
                 codes.add(code)
-                text = texts[line - 1].strip()
-                mutant = Mutant(path, line, text, what, mutated, within)
-                found.append(((line, node.col_offset, target.col_offset), mutant))
-    seen: Counter[tuple[str, str]] = Counter()
-    numbered = []
-    for _, m in sorted(found, key=lambda item: item[0]):
-        seen[m.text, m.mutation] += 1
-        n = seen[m.text, m.mutation]
-        numbered.append(replace(m, mutation=f"{m.mutation} #{n}") if n > 1 else m)
+                text = texts[node.lineno - 1].strip()
+                at = (node.lineno, node.col_offset, target.col_offset)
+                found.append((at, text, what, mutated, within))
+    numbered, seen = [], Counter[tuple[str, str]]()
+    for (line, *_), text, what, mutated, within in sorted(found, key=lambda f: f[0]):
+        seen[text, what] += 1
+        if (n := seen[text, what]) > 1:
+            what = f"{what} #{n}"
+        numbered.append(Mutant(path, line, text, what, mutated, within))
     return numbered
 
 
@@ -256,25 +230,18 @@ def hunk_reverts(path: str, old: str, new: str, diff: str) -> list[Mutant]:
     """`new` with each hunk of `diff` (from `old`) reverted alone; hunks that
     change no code (comments, docstrings) are left out."""
     old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
-    code = _without_docstrings(new)
-    found = []
-    for line in diff.splitlines():
-        if not (hunk := _HUNK.match(line)):
-            continue
+    code, found = _without_docstrings(new), []
+    for hunk in filter(None, map(_HUNK.match, diff.splitlines())):
         o_start, o_len, n_start, n_len = (int(g or 1) for g in hunk.groups())
         # A hunk that only removes or only adds lines names the line before it.
         o_begin = o_start - 1 if o_len else o_start
         n_begin = n_start - 1 if n_len else n_start
-        source = "".join(
-            new_lines[:n_begin]
-            + old_lines[o_begin : o_begin + o_len]
-            + new_lines[n_begin + n_len :]
-        )
-        if _without_docstrings(source) == code:
-            continue
-        first = new_lines[n_begin].strip() if n_begin < len(new_lines) else ""
-        what = f"hunk reverted (-{o_start},{o_len} +{n_start},{n_len})"
-        found.append(Mutant(path, n_start, first, what, source))
+        old_part = old_lines[o_begin : o_begin + o_len]
+        source = "".join(new_lines[:n_begin] + old_part + new_lines[n_begin + n_len :])
+        if _without_docstrings(source) != code:
+            first = new_lines[n_begin].strip() if n_begin < len(new_lines) else ""
+            what = f"hunk reverted (-{o_start},{o_len} +{n_start},{n_len})"
+            found.append(Mutant(path, n_start, first, what, source))
     return found
 
 
@@ -295,8 +262,7 @@ def series_mutants(fork: Path) -> list[Mutant]:
 # --- running them ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     kind: str  # KILLED_SERIES, KILLED_FORK_TESTS, survived or equivalent
     detail: str = ""  # the killing test, or why the mutant is equivalent
 
@@ -304,11 +270,9 @@ class Outcome:
 def runs(selection: Selection) -> list[tuple[tuple[str, ...], tuple[Path, ...]]]:
     """(pytest arguments, files outside the tree they read): the regression
     selection, then the fork tests in a pytest of their own, as the matrix runs them."""
-    runs: list[tuple[tuple[str, ...], tuple[Path, ...]]] = [(selection.regression, ())]
-    if selection.fork_tests:
-        paths = tuple(LAYOUT.root / path for path in selection.fork_tests)
-        runs.append(((f"--rootdir={LAYOUT.root}", *map(str, paths)), paths))
-    return runs
+    paths = tuple(LAYOUT.root / path for path in selection.fork_tests)
+    forks = [((f"--rootdir={LAYOUT.root}", *map(str, paths)), paths)] if paths else []
+    return [(selection.regression, ()), *forks]
 
 
 class WarmPytest(TreeProcess):
@@ -317,8 +281,9 @@ class WarmPytest(TreeProcess):
 
     def __init__(self, tree: Path, runner: Runner, selection: Selection) -> None:
         warm = [runner.arguments(tree, args) for args, _ in runs(selection)]
-        command = [python(runner.venv), str(SERVER), json.dumps(warm)]
-        env = report_env(test_env(runner.hf_home))
+        server = Path(__file__).with_name("pytest_server.py")
+        command = [python(runner.venv), str(server), json.dumps(warm)]
+        env = pytest_runner.report_env(pytest_runner.test_env(runner.hf_home))
         super().__init__(f"mutate-{tree.name}", tree, command, env)
         self.runner, self.selection = runner, selection
 
@@ -327,16 +292,11 @@ class WarmPytest(TreeProcess):
         swapped in; None when it could not be swapped in."""
         with tempfile.TemporaryDirectory() as tmp:
             report = Path(tmp, "report.jsonl")
-            arguments = self.runner.arguments(self.tree, args)
-            self.write(
-                {
-                    "module": mutant.path.removesuffix(".py").replace("/", "."),
-                    "qualname": mutant.function,
-                    "file": str(self.tree / mutant.path),
-                    "args": [*arguments, "-q", "-rfE", *report_args(report)],
-                    "log": str(log),
-                }
-            )
+            pytest = [*self.runner.arguments(self.tree, args), "-q", "-rfE"]
+            module = mutant.path.removesuffix(".py").replace("/", ".")
+            said = {"module": module, "qualname": mutant.function, "log": str(log)}
+            file = str(self.tree / mutant.path)
+            self.write({**said, "file": file, "args": [*pytest, *report_args(report)]})
             if self.read(RUN_TIMEOUT_S)["status"] == SWAP_FAILED:
                 return None
             return Result.of(read_report(report))
@@ -351,17 +311,14 @@ class WarmPytest(TreeProcess):
         The first test that failed or errored killed it; so did a run
         without results (the baseline passed), its log named.
         """
-        target = self.tree / mutant.path
-        log = self.runner.logs / f"{label}.log"
+        target, log = self.tree / mutant.path, self.runner.logs / f"{label}.log"
         original = target.read_text()
         target.write_text(mutant.source)
         try:
             for n, (args, inputs) in enumerate(runs(self.selection)):
-                result = None
-                if mutant.function:
-                    result = self.run(mutant, ("-x", *args), log)
-                if result is None:
-                    result = self.runner.run(self.tree, ("-x", *args), label, inputs)
+                args = ("-x", *args)
+                result = self.run(mutant, args, log) if mutant.function else None
+                result = result or self.runner.run(self.tree, args, label, inputs)
                 failed = [t for t, o in result.outcomes.items() if o in FAILED]
                 if failed or not result.outcomes:
                     killer = failed[0] if failed else f"no test result (see {log})"
@@ -376,20 +333,16 @@ def run_all(
 ) -> dict[str, Outcome]:
     """Each mutant's outcome by id, the trees working side by side, each with
     a warm server."""
-    waiting: queue.SimpleQueue[tuple[int, Mutant]] = queue.SimpleQueue()
-    for item in enumerate(todo, 1):
-        waiting.put(item)
-    found: dict[str, Outcome] = {}
+    waiting, found = deque(enumerate(todo, 1)), {}
 
     def work(server: WarmPytest) -> None:
         server.wait_ready(READY_TIMEOUT_S)
         while True:
             try:
-                n, m = waiting.get_nowait()
-            except queue.Empty:
+                n, m = waiting.popleft()  # thread-safe
+            except IndexError:
                 return
-            o = server.classify(m, f"mutant-{n:03d}")
-            found[m.id] = o
+            o = found[m.id] = server.classify(m, f"mutant-{n:03d}")
             said = f"{m.path}:{m.line}  {m.mutation}  {o.kind}  {o.detail}".rstrip()
             print(f"mutant {n}/{len(todo)}: {said}", flush=True)
 
@@ -410,8 +363,7 @@ def baseline(tree: Path, runner: Runner, selection: Selection) -> None:
     the matrix (as `test` runs them) they come from its cache."""
     for args, inputs in runs(selection):
         result = runner.run(tree, args, "mutate-baseline", inputs)
-        failing = result.with_outcome("failed", "error")
-        if failing or not result.outcomes:
+        if (failing := result.with_outcome(*FAILED)) or not result.outcomes:
             raise ForkToolError(
                 "the regression selection does not pass on the fork itself, so "
                 f"mutants would tell nothing: {failing or 'no test ran'}"
@@ -453,26 +405,24 @@ def known_outcomes(
     their reason), and those in `old`, measured on this tree with this
     selection (a row without a kind, from an older forktool, runs again)."""
     done = {
-        m["id"]: Outcome(m["kind"], m["detail"])
-        for m in (old.data["mutants"] if old else [])
-        if m.get("kind", "equivalent") != "equivalent"
+        r["id"]: Outcome(r["kind"], r["detail"])
+        for r in (old.data["mutants"] if old else [])
+        if r.get("kind", "equivalent") != "equivalent"
     }
-    outcomes = {}
+    outcomes = {m.id: done[m.id] for m in every if m.id in done}
     for m in every:
         if reason := known.get((m.path, m.text, m.mutation)):
             outcomes[m.id] = Outcome("equivalent", reason)
-        elif m.id in done:
-            outcomes[m.id] = done[m.id]
     return outcomes
 
 
 def table(found: list[tuple[Mutant, Outcome]]) -> str:
     heads = ("file:line", "mutation", "outcome", "killed by / why equivalent")
-    rows = [(f"{m.path}:{m.line}", m.mutation, o.kind, o.detail) for m, o in found]
-    widths = [*(max(len(r[i]) for r in [heads, *rows]) for i in range(3)), 0]
+    rows = [heads, *((f"{m.path}:{m.line}", m.mutation, *o) for m, o in found)]
+    widths = [*(max(len(r[i]) for r in rows) for i in range(3)), 0]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in [heads, *rows]
+        for row in rows
     )
 
 
@@ -500,36 +450,27 @@ def only_fork_tests(
 
 
 def mutation_testing(
-    fork: Path,
-    trees: Path,
-    runner: Runner,
-    selection: Selection,
-    store: Path,
-    equivalents: Path = LAYOUT.equivalents,
-    gpu_lines: Path = LAYOUT.selection,
-) -> Measured:
+    fork: Path, trees: Path, runner: Runner, selection: Selection, store: Path
+) -> checks.Measured:
     """The check: every mutant of the series' added lines killed or equivalent,
-    and killed by the series' regression selection unless its line is GPU-only.
+    and killed by the series' regression selection unless its line is GPU-only
+    (LAYOUT's equivalents and selection list them).
 
     Reuses the outcomes in `store` measured on the fork's tree with this
     selection; runs the other mutants in worktrees under `trees`, once the
     unmutated selection passed.
     """
-    start = time.monotonic()
-    every = series_mutants(fork)
+    start, every = time.monotonic(), series_mutants(fork)
+    equivalents, gpu_lines = LAYOUT.equivalents, LAYOUT.selection
     known = _reasons(equivalents, ("file", "line", "mutation"), "equivalent")
     gpu_only = _reasons(gpu_lines, ("file", "line"), "mutate", "gpu_only")
-    key = selection_key(selection, runner)
-    old = checks.read(store, NAME)
+    key, old = selection_key(selection, runner), checks.read(store, NAME)
     if old is None or old.tree != checks.fork_tree(fork) or old.data.get("key") != key:
         old = None
     outcomes = known_outcomes(every, known, old)
     todo = [m for m in every if m.id not in outcomes]
-    print(
-        f"{len(every)} mutants of the series' added lines under vllm/: "
-        f"{len(todo)} to run, {len(every) - len(todo)} known",
-        flush=True,
-    )
+    said = f"{len(every)} mutants of the series' added lines under vllm/: "
+    print(f"{said}{len(todo)} to run, {len(every) - len(todo)} known", flush=True)
     if todo:
         baseline(fork, runner, selection)
         head = git(fork, "rev-parse", "HEAD").stdout.strip()
@@ -537,21 +478,16 @@ def mutation_testing(
         outcomes.update(run_all(todo, scratch, runner, selection))
     found = [(m, outcomes[m.id]) for m in every]
     kinds = Counter(o.kind for _, o in found)
-    tally = {
-        "mutants": len(found),
-        "killed": kinds[KILLED_SERIES] + kinds[KILLED_FORK_TESTS],
-        "killed by the series": kinds[KILLED_SERIES],
-        "killed only by fork tests": kinds[KILLED_FORK_TESTS],
-        "survived": kinds["survived"],
-        "equivalent": kinds["equivalent"],
-    }
+    series, forks = kinds[KILLED_SERIES], kinds[KILLED_FORK_TESTS]
+    survived, equivalent = kinds["survived"], kinds["equivalent"]
+    tally = {"mutants": len(found), "killed": series + forks,
+             "killed by the series": series, "killed only by fork tests": forks,
+             "survived": survived, "equivalent": equivalent}  # fmt: skip
     notes, failures = only_fork_tests(found, gpu_only, gpu_lines.name)
     said = (
-        f"{tally['mutants']} mutants: {tally['killed']} killed "
-        f"({tally['killed by the series']} by the series' regression selection, "
-        f"{tally['killed only by fork tests']} only by fork_tests/), "
-        f"{tally['survived']} survived, {tally['equivalent']} equivalent; "
-        f"{time.monotonic() - start:.0f} s, {len(todo)} run"
+        f"{len(found)} mutants: {series + forks} killed ({series} by the series' "
+        f"regression selection, {forks} only by fork_tests/), {survived} survived, "
+        f"{equivalent} equivalent; {time.monotonic() - start:.0f} s, {len(todo)} run"
     )
     text = "\n".join([table(found), said, *notes, *failures])
     print(text)
@@ -562,21 +498,13 @@ def mutation_testing(
         print(f"{equivalents.name}: no mutant is {file}: {line!r}: {mutation}")
     for file, line in sorted(set(gpu_only) - {(m.path, m.text) for m in every}):
         print(f"{gpu_lines.name}: gpu_only: no mutant's line is {file}: {line!r}")
-    ok = not tally["survived"] and not failures
+    ok = not survived and not failures
     print(f"mutation testing: {'ok' if ok else 'FAILED'}")
-    rows = [
-        {
-            "id": m.id,
-            "file": m.path,
-            "line": m.line,
-            "text": m.text,
-            "mutation": m.mutation,
-            "outcome": o.kind.split()[0],  # killed, survived or equivalent
-            "kind": o.kind,
-            "detail": o.detail,
-            "gpu_only": gpu_only.get((m.path, m.text), ""),
-        }
+    rows = [  # outcome: killed, survived or equivalent
+        {"id": m.id, "file": m.path, "line": m.line, "text": m.text}
+        | {"mutation": m.mutation, "outcome": o.kind.split()[0], "kind": o.kind}
+        | {"detail": o.detail, "gpu_only": gpu_only.get((m.path, m.text), "")}
         for m, o in found
     ]
     data = {"key": key, "mutants": rows}
-    return Measured(ok, tally, {"table": f"$ {COMMAND_LINE}\n{text}"}, data)
+    return checks.Measured(ok, tally, {"table": f"$ {COMMAND_LINE}\n{text}"}, data)

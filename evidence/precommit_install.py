@@ -27,7 +27,6 @@ from forktool.venv import COMPLETE, venv_id
 
 LOCK = LAYOUT.root / "precommit.lock"
 COMMAND = "python3 -m evidence.precommit_install"
-_INPUTS = "# inputs: "
 
 
 def precommit_requirement(tree: Path) -> str:
@@ -42,8 +41,8 @@ def precommit_requirement(tree: Path) -> str:
 
 
 def _inputs(pins: Pins) -> str:
-    """What the lock is resolved for, besides the pre-commit version."""
-    return json.dumps({"python": pins.python, "platform": pins.platform})
+    """The lock's line saying what it is resolved for, besides pre-commit's version."""
+    return "# inputs: " + json.dumps({"python": pins.python, "platform": pins.platform})
 
 
 def write_lock(requirement: str, pins: Pins, path: Path = LOCK) -> str:
@@ -56,7 +55,7 @@ def write_lock(requirement: str, pins: Pins, path: Path = LOCK) -> str:
         f"for CPython {pins.python} on {pins.platform}.\n"
         "# Do not edit: run the command again when vLLM's pre-commit version, or "
         "pins.toml's [venv] python or platform, changes.\n"
-        f"{_INPUTS}{_inputs(pins)}\n"
+        f"{_inputs(pins)}\n"
     )
     path.write_text(header + body)
     pinned = venv_lock.packages(body)
@@ -79,8 +78,8 @@ def current_lock(requirement: str, pins: Pins, path: Path = LOCK) -> Path:
             f"the fork's requirements/lint.txt asks for pre-commit {wanted}, "
             f"{path.name} pins {locked}; {again}"
         )
-    recorded = [line for line in text.splitlines() if line.startswith(_INPUTS)]
-    if recorded != [_INPUTS + _inputs(pins)]:
+    recorded = [line for line in text.splitlines() if line.startswith("# inputs: ")]
+    if recorded != [_inputs(pins)]:
         raise ForkToolError(
             f"{path.name} was resolved for another Python or platform than "
             f"pins.toml's [venv] names; {again}"
@@ -88,17 +87,12 @@ def current_lock(requirement: str, pins: Pins, path: Path = LOCK) -> Path:
     return path
 
 
-def precommit_venv() -> Path:
-    """The venv in the cache that pre-commit runs from."""
-    return cache_dir() / "pre-commit-venv"
-
-
 def ensure_precommit(requirement: str, path: Path = LOCK) -> Path:
     """pre-commit's venv, exactly the lock (made again when the lock
     changed); return its bin directory."""
     pins = Pins.load()
     lock_file = current_lock(requirement, pins, path)
-    venv, wanted = precommit_venv(), venv_lock.digest(lock_file)
+    venv, wanted = cache_dir() / "pre-commit-venv", venv_lock.digest(lock_file)
     venv.parent.mkdir(parents=True, exist_ok=True)
     # One forktool at a time makes it; the others wait, then find it made.
     with (venv.parent / f"{venv.name}.lock").open("w") as held:
@@ -108,9 +102,8 @@ def ensure_precommit(requirement: str, path: Path = LOCK) -> Path:
         tool = uv_binary(pins)
         shutil.rmtree(venv, ignore_errors=True)
         uv.run(tool, "venv", "-q", "--python", pins.python, str(venv))
-        python = str(venv / "bin" / "python")
-        uv.run(tool, "pip", "sync", "-q", "--require-hashes", "--python", python,
-               str(lock_file))  # fmt: skip
+        uv.run(tool, "pip", "sync", "-q", "--require-hashes", "--python",
+               str(venv / "bin" / "python"), str(lock_file))  # fmt: skip
         (venv / COMPLETE).write_text(wanted + "\n")
     return venv / "bin"
 

@@ -26,14 +26,12 @@ from typing import Any
 
 def _code(code: types.CodeType, qualname: str) -> types.CodeType:
     """The code object of `qualname` compiled within `code`."""
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            if const.co_qualname == qualname:
-                return const
-            try:
-                return _code(const, qualname)
-            except LookupError:
-                pass
+    todo = [*code.co_consts]
+    while todo:  # the first of that name in the order of the source
+        if isinstance(found := todo.pop(0), types.CodeType):
+            if found.co_qualname == qualname:
+                return found
+            todo += found.co_consts
     raise LookupError(qualname)
 
 
@@ -56,9 +54,8 @@ def swap(request: dict[str, Any]) -> None:
     with open(request["file"]) as f:
         compiled = compile(f.read(), request["file"], "exec")
     module = importlib.import_module(request["module"])
-    _function(module, request["qualname"]).__code__ = _code(
-        compiled, request["qualname"]
-    )
+    code = _code(compiled, request["qualname"])
+    _function(module, request["qualname"]).__code__ = code
 
 
 SWAP_FAILED = 70
@@ -69,8 +66,7 @@ SWAP_FAILED = 70
 def run(request: dict[str, Any]) -> int:
     """The exit status of a fork that swaps the code in and runs pytest, its
     output in the request's log."""
-    pid = os.fork()
-    if pid == 0:
+    if (pid := os.fork()) == 0:
         status = 1
         try:
             log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)

@@ -13,7 +13,7 @@ import select
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from forktool import process
 from forktool.process import ForkToolError
@@ -23,21 +23,13 @@ class TreeProcess:
     def __init__(
         self, label: str, tree: Path, command: list[str], env: dict[str, str]
     ) -> None:
-        self.label, self.tree = label, tree
-        self.log: IO[str] = tempfile.NamedTemporaryFile(
-            "w+", prefix=f"{label}-", suffix=".log"
-        )
+        self.label, self.tree, self.vllm_file = label, tree, ""
+        self.log = tempfile.NamedTemporaryFile("w+", prefix=f"{label}-", suffix=".log")
         self.proc = process.start(
-            [*command, str(tree)],
-            cwd=tree,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            env=env,
-            text=True,
-            bufsize=1,
-        )
-        self.vllm_file = ""
+            [*command, str(tree)], cwd=tree, env=env, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1,
+        )  # fmt: skip
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
 
     def wait_ready(self, timeout: float) -> None:
         """Read the greeting; refuse a process that imported another vllm."""
@@ -46,15 +38,14 @@ class TreeProcess:
             raise ForkToolError(f"{self.label}: imported {self.vllm_file}")
 
     def write(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message) + "\n")
-        self.proc.stdin.flush()
+        assert self.stdin is not None
+        self.stdin.write(json.dumps(message) + "\n")
+        self.stdin.flush()
 
     def read(self, timeout: float) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:
+        assert self.stdout is not None
+        ready, _, _ = select.select([self.stdout], [], [], timeout)
+        if not (line := self.stdout.readline() if ready else ""):
             self.log.flush()
             self.log.seek(0)
             raise ForkToolError(
@@ -65,8 +56,8 @@ class TreeProcess:
         return json.loads(line)
 
     def close(self) -> None:
-        if self.proc.stdin:
-            self.proc.stdin.close()
+        if self.stdin:
+            self.stdin.close()
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -1,13 +1,20 @@
 """The tool's worktrees of the fork: detached checkouts that share its build
-outputs."""
+outputs; and the frame of the commands that measure the fork's HEAD alone."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+from forktool.checks import Check, Measured, fork_tree, record
+from forktool.layout import LAYOUT
+from forktool.pins import Pins
+from forktool.prepare import require_setup
 from forktool.process import BASE_TAG, SERIES, git, identity
+from forktool.safety import ensure_safe
 
 
 def worktree(fork: Path, path: Path, commit: str) -> Path:
@@ -37,11 +44,28 @@ def worktree(fork: Path, path: Path, commit: str) -> Path:
 def series_tests_on_base(fork: Path, path: Path, author: str) -> Path:
     """The pristine base's code with the series' test files, committed."""
     worktree(fork, path, BASE_TAG)
-    changed = git(
-        fork, "diff", "--name-only", "--diff-filter=AM", SERIES, "--", "tests"
-    ).stdout.split()
-    if changed:
+    tests = git(fork, "diff", "--name-only", "--diff-filter=AM", SERIES, "--", "tests")
+    if changed := tests.stdout.split():
         head = git(fork, "rev-parse", "HEAD").stdout.strip()
         git(path, "checkout", "-q", head, "--", *changed)
         git(path, "commit", "-q", "-m", "The series' tests", env=identity(author))
     return path
+
+
+def measured_run(
+    name: str,
+    check: Check,
+    pins: Pins,
+    measure: Callable[[], Measured],
+    command: str = "",
+) -> bool:
+    """Command `name`: refuse without setup or with an unsafe fork (the result
+    names its HEAD tree), measure, and record the result as run by `command`."""
+    require_setup(name)
+    ensure_safe(LAYOUT.fork, name)
+    start = time.monotonic()
+    found = measure()
+    seconds, tree = time.monotonic() - start, fork_tree(LAYOUT.fork)
+    record(check, found, seconds, pins.version, tree, command or None)
+    print(f"wrote {LAYOUT.results / check.name}.json")
+    return found.ok

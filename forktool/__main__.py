@@ -6,10 +6,9 @@ From another folder than the clone's root, run the package by its path:
 it runs from.
 """
 
-from __future__ import annotations
-
 import errno
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 if not __package__:
@@ -32,10 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     args = parser("Command line: python3 -m forktool <command>.", argv).parse_args(argv)
     command = args.subcommand
+    lock = journal.exclusive(LAYOUT.clone_lock, LAYOUT.fork, " ".join(argv))
     try:
-        if not command.locks:
-            return command.run(Pins.load(), args)
-        with journal.exclusive(LAYOUT.clone_lock, LAYOUT.fork, " ".join(argv)):
+        with lock if command.locks else nullcontext():
             return command.run(Pins.load(), args)
     except ForkToolError as e:
         # A conflict is work to finish by hand, not a failure of the command.

@@ -72,10 +72,8 @@ def _fixup(fork: Path, item, commit: str, steps_back: int) -> list[str]:
     return lines
 
 
-DROP_OR_CHANGE = (
-    Change.CHANGED_IN_FORK_DROPPED_FROM_SERIES,
-    Change.CHANGED_IN_SERIES_DROPPED_IN_FORK,
-)
+DROP_OR_CHANGE = (Change.CHANGED_IN_FORK_DROPPED_FROM_SERIES,
+                  Change.CHANGED_IN_SERIES_DROPPED_IN_FORK)  # fmt: skip
 
 
 def _keep_both(
@@ -121,17 +119,17 @@ def _keep_both(
     return lines
 
 
+FORCE = (
+    "    python3 -m forktool sync --force   # the series; your commits stay on a "
+    "backup/<time> branch"
+)
+THEN = "    # resolve any conflicts git reports, then:\n    python3 -m forktool export"
+
+
 def _diverged(fork: Path, standing: Standing, command: str, series_len: int) -> str:
     """Both sides changed: the commands that keep both, and where a patch was
     dropped on one side and changed on the other, those that keep the drop."""
-    steps = [
-        "    python3 -m forktool sync --force   # the series; your commits "
-        "stay on a backup/<time> branch\n"
-    ]
-    end = (
-        "    # resolve any conflicts git reports, then:\n    python3 -m forktool export"
-    )
-    keep = _keep_both(fork, standing, series_len)
+    keep = "\n".join([FORCE, *_keep_both(fork, standing, series_len), THEN])
     text = (
         f"Both {fork} and the series changed since the last sync or export:\n"
         + standing.report(State.LOCAL, State.BEHIND, State.BOTH)
@@ -139,16 +137,15 @@ def _diverged(fork: Path, standing: Standing, command: str, series_len: int) -> 
         "changes, `sync` would set the fork's aside.\nTo keep both, one "
         "commit per patch"
     )
-    dropped = [i for i in standing.items if i.change in DROP_OR_CHANGE]
+    dropped = [p.name for i in standing.items if i.change in DROP_OR_CHANGE
+               if (p := i.series or i.fork)]  # fmt: skip
     if not dropped:
-        return f"{text}:\n" + "".join([*steps, *(f"{x}\n" for x in keep), end])
-    names = ", ".join(p.name for i in dropped if (p := i.series or i.fork))
-    drops = _keep_both(fork, standing, series_len, drops=True)
+        return f"{text}:\n{keep}"
+    names = ", ".join(dropped)
+    drops = "\n".join([FORCE, *_keep_both(fork, standing, series_len, True), THEN])
     return (
-        f"{text}, keeping the changed version of {names}:\n"
-        + "".join([*steps, *(f"{x}\n" for x in keep), end])
-        + f"\nOr the same, keeping the drop of {names}:\n"
-        + "".join([*steps, *(f"{x}\n" for x in drops), end])
+        f"{text}, keeping the changed version of {names}:\n{keep}\n"
+        f"Or the same, keeping the drop of {names}:\n{drops}"
     )
 
 
@@ -171,70 +168,60 @@ def refusal(fork: Path, standing: Standing, command: str, series_len: int) -> st
     )
 
 
+def _redo(command: str, said: str, found: list[str], how: str, fix: str,
+          *after: str) -> str:  # fmt: skip
+    """`command` refused for each of `found`; the fix, then `command` again."""
+    again = f"    python3 -m forktool {command}"
+    return "\n".join([f"{command} changed nothing: {said}", *found, how, fix, again,
+                      *after])  # fmt: skip
+
+
 def linearise(fork: Path, merges: list[str], empty: list[str], command: str) -> str:
     """Why the fork cannot be a series while it holds merges or empty commits."""
-    lines = [f"{command} changed nothing: {fork} holds commits no patch can hold:"]
-    lines += [f"  merge {m}: its resolution would be in no patch" for m in merges]
-    lines += [f"  empty {e}: it would be an empty patch file" for e in empty]
+    found = [f"  merge {m}: its resolution would be in no patch" for m in merges]
+    found += [f"  empty {e}: it would be an empty patch file" for e in empty]
     keep = "" if not empty else " --no-keep-empty --force-rebase"
-    lines += [
+    return _redo(
+        command, f"{fork} holds commits no patch can hold:", found,
         "Make the fork one commit per patch (merged commits replayed one by one, "
         "empty ones dropped):",
-        f"    git -C {fork} rebase{keep} {BASE_TAG}",
-        f"    # if it stops on a conflict: resolve it, `git -C {fork} add` the "
-        f"files, `git -C {fork} rebase --continue`",
-        f"    python3 -m forktool {command}",
-    ]
-    return "\n".join(lines)
+        f"    git -C {fork} rebase{keep} {BASE_TAG}\n    # if it stops on a conflict: "
+        f"resolve it, `git -C {fork} add` the files, `git -C {fork} rebase --continue`",
+    )  # fmt: skip
 
 
 def reword(fork: Path, misread: dict[str, list[str]], command: str) -> str:
     """Why `command` refuses commit messages that `git am` would read otherwise
     than they are written (`misread`: commit -> its lines), and how to fix them."""
-    lines = [
-        f"{command} changed nothing: the patches it would write do not rebuild "
-        f"{fork}: `git am` would read these commit messages otherwise than they "
-        "are written, so every other clone would get other commits:"
-    ]
-    for commit, found in misread.items():
-        lines += [f"  {commit}, {line}" for line in found]
     shorts = ", ".join(commit.split()[0] for commit in misread)
-    lines += [
-        "Indent each such line by a space (`git am` then keeps it as written), "
-        "or rewrite it:",
+    return _redo(
+        command,
+        f"the patches it would write do not rebuild {fork}: `git am` would read "
+        "these commit messages otherwise than they are written, so every other "
+        "clone would get other commits:",
+        [f"  {commit}, {line}" for commit, found in misread.items() for line in found],
+        "Indent each such line by a space (`git am` then keeps it as written), or "
+        "rewrite it:",
         f"    git -C {fork} rebase -i {BASE_TAG}   # mark {shorts} `reword`",
-        f"    python3 -m forktool {command}",
-    ]
-    return "\n".join(lines)
+    )  # fmt: skip
 
 
 def autosquash(fork: Path, fixups: list[str], command: str) -> str:
     """Why `command` refuses `fixup!`/`squash!`/`amend!` commits, and the
     rebase that squashes each into the commit it names."""
-    return "\n".join(
-        [
-            f"{command} changed nothing: {fork} holds commits made to be squashed "
-            "into others; each would become a patch of its own:",
-            *(f"  {commit}" for commit in fixups),
-            "Squash each into the commit it names (a `squash!` one opens your "
-            "editor to join the two messages):",
-            f"    git -C {fork} -c sequence.editor=: rebase -q -i --autosquash "
-            f"{BASE_TAG}",
-            f"    python3 -m forktool {command}",
-            f"If one stays, the commit it names is not in the fork: reword or drop "
-            f"it with `git -C {fork} rebase -i {BASE_TAG}`.",
-        ]
-    )
+    return _redo(
+        command,
+        f"{fork} holds commits made to be squashed into others; each would become "
+        "a patch of its own:", [f"  {commit}" for commit in fixups],
+        "Squash each into the commit it names (a `squash!` one opens your editor "
+        "to join the two messages):",
+        f"    git -C {fork} -c sequence.editor=: rebase -q -i --autosquash {BASE_TAG}",
+        f"If one stays, the commit it names is not in the fork: reword or drop it "
+        f"with `git -C {fork} rebase -i {BASE_TAG}`.",
+    )  # fmt: skip
 
 
 SUBJECT_STYLE = re.compile(r"^(\[[^\]\s][^\]]*\])+ \S")
-
-
-def runner(fork: Path) -> str | None:
-    """`Name <email>` of whoever runs the tool, as `git commit -s` in the fork
-    signs off; None without a git identity."""
-    ident = git(fork, "var", "GIT_COMMITTER_IDENT", check=False)
-    return ident.stdout.rsplit(" ", 2)[0] if ident.returncode == 0 else None
 
 
 def warnings(fork: Path, names: list[str]) -> list[str]:
@@ -243,7 +230,9 @@ def warnings(fork: Path, names: list[str]) -> list[str]:
     found: list[str] = []
     unsigned: list[int] = []
     seen: dict[str, str] = {}
-    me = runner(fork)
+    # Whoever runs the tool, as `git commit -s` in the fork signs off.
+    ident = git(fork, "var", "GIT_COMMITTER_IDENT", check=False)
+    me = None if ident.returncode else ident.stdout.rsplit(" ", 2)[0]
     commits = series_messages(fork)
     for i, (name, commit) in enumerate(zip(names, commits, strict=False)):
         author, subject = commit.author, commit.subject
@@ -304,10 +293,8 @@ def revert_hints(fork: Path, names: list[str]) -> list[str]:
         if not commit.subject.startswith('Revert "'):
             continue
         said = REVERTS.search(commit.message)
-        ids = [c.sha for c in commits[:i]]
-        at = next(
-            (j for j, sha in enumerate(ids) if said and sha.startswith(said[1])), None
-        )
+        at = next((j for j in range(i) if said and commits[j].sha.startswith(said[1])),
+                  None)  # fmt: skip
         if at is None:  # "This reverts commit" gone or stale (a rebase changed
             # the ids): the quoted subject.
             quoted = commit.subject.removeprefix('Revert "').removesuffix('"')

@@ -22,16 +22,10 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from forktool.process import (
-    BASE_TAG,
-    ISOLATED,
-    ConflictError,
-    ForkToolError,
-    git,
-    identity,
-)
+from forktool import process
+from forktool.process import ISOLATED, ConflictError, ForkToolError, git, identity
 from forktool.selection import Selection
-from forktool.verify import applied, changes, diff_of
+from forktool.verify import applied, changes, mailinfo
 
 # A fixed date for the base commit, and committer dates taken from the
 # patches' author dates (`apply`): the same base and series give the same
@@ -77,26 +71,20 @@ def create_base(
     dated = {"GIT_AUTHOR_DATE": BASE_DATE, "GIT_COMMITTER_DATE": BASE_DATE}
     env = {**ISOLATED, **identity(author), **dated}
     git(fork, "commit", "-q", "-m", message, env=env)
-    git(fork, "tag", BASE_TAG, env=ISOLATED)
+    git(fork, "tag", process.BASE_TAG, env=ISOLATED)
 
 
 def apply(
-    repo: Path,
-    patches: list[Path],
-    author: str,
-    log: Path,
-    first: int = 1,
-    shown: Path | None = None,
-    env: dict[str, str] | None = None,
-) -> None:
+    repo: Path, patches: list[Path], author: str, log: Path, fork: Path,
+    first: int = 1, env: dict[str, str] | None = None,
+) -> None:  # fmt: skip
     """`git am -3` each patch in `repo` and check the files it made against
     the patch's `index` lines; on failure leave `repo` at the last good commit.
 
-    `first` is the number of `patches[0]` in the series and `shown` the fork
-    that messages name (`repo` by default); `env` is added to the git
-    commands that write the working tree. git's own output goes only to `log`.
+    `fork` is the fork that messages name, `first` the number of `patches[0]`
+    in the series; `env` is added to the git commands that write the working
+    tree. git's own output goes only to `log`.
     """
-    fork = shown or repo
     # git am --abort writes a reflog entry: it needs an identity too.
     tree = {**ISOLATED, **identity(author), **(env or {})}
     total = first - 1 + len(patches)
@@ -215,7 +203,7 @@ def missing(fork: Path, patches: list[Path], selection: Path | None) -> list[str
     named: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for patch in patches:
-            diff = diff_of(patch, Path(tmp)).read_text(errors="replace")
+            diff = mailinfo(patch, Path(tmp))[0].read_text(errors="replace")
             for path in [c.new for c in changes(diff) if c.new]:
                 named.setdefault(path, patch.name)
             for section in re.split(r"^(?=diff --git )", diff, flags=re.M):

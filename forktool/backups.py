@@ -6,19 +6,16 @@ a patch committed in this repository's patches/ (a teammate changed that
 patch, so the series superseded it; git history keeps the old version).
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from forktool.process import git
 from forktool.series import fork_patches
 from forktool.sync import committed_fingerprints
 
 
-@dataclass(frozen=True)
-class Backup:
+class Backup(NamedTuple):
     name: str
     # When `sync` made it ("made 2026-12-02 18:49:29 UTC", from its name), else its
     # commit's date ("committed 2026-12-01").
@@ -46,13 +43,12 @@ def backups(fork: Path, patches: Path) -> list[Backup]:
         lacking: list[str] = []
         superseded: list[str] = []
         for sign, commit, *subject in (c.split(" ", 2) for c in cherry):
-            if sign != "+":
-                continue
-            if committed is None:  # read once, and only when needed
-                committed = committed_fingerprints(patches)
-            patch = fork_patches(fork, "-1", commit)  # none for a merge
-            saved = bool(patch) and patch[0].fingerprint in committed
-            (superseded if saved else lacking).append("".join(subject))
+            if sign == "+":
+                if committed is None:  # read once, and only when needed
+                    committed = committed_fingerprints(patches)
+                patch = fork_patches(fork, "-1", commit)  # none for a merge
+                saved = bool(patch) and patch[0].fingerprint in committed
+                (superseded if saved else lacking).append("".join(subject))
         # The UTC time `backup/<YYYYmmddTHHMMSS>` (sync's _backup_name) holds;
         # a branch named otherwise, its commit date.
         try:
@@ -73,28 +69,20 @@ def report(fork: Path, prune: bool, patches: Path) -> str:
     lines = []
     for b in found:
         missing = len(b.lacking) + len(b.superseded)
-        lines.append(
-            f"  {b.name} ({b.date}): {b.commits} commits, {missing} not in the fork"
-        )
+        counted = f"{b.commits} commits, {missing} not in the fork"
+        lines.append(f"  {b.name} ({b.date}): {counted}")
         lines += [f"      {s}  (local work, saved nowhere else)" for s in b.lacking]
         lines += [f"      {s}  (a version committed in patches/)" for s in b.superseded]
     done = [b for b in found if not b.lacking]
+    whose = "patches are all in the fork or in the git history of patches/"
     if not prune:
-        return (
-            f"{len(found)} backup branches in {fork}:\n" + "\n".join(lines) + "\n"
-            f"`python3 -m forktool backups --prune` deletes the {len(done)} whose "
-            "patches are all in the fork or in the git history of patches/."
-        )
+        return (f"{len(found)} backup branches in {fork}:\n" + "\n".join(lines) + "\n"
+                f"`python3 -m forktool backups --prune` deletes the {len(done)} whose "
+                f"{whose}.")  # fmt: skip
     for b in done:
         git(fork, "branch", "-q", "-D", b.name)
-    kept = len(found) - len(done)
-    said = (
-        f"deleted {len(done)} backup branches whose patches are all in the fork "
-        "or in the git history of patches/"
-    )
-    if kept:
-        said += (
-            f"; kept {kept} holding patches the fork lacks (listed above): "
-            f"once you are sure, `git -C {fork} branch -D <name>` deletes one"
-        )
+    said = f"deleted {len(done)} backup branches whose {whose}"
+    if kept := len(found) - len(done):
+        said += f"; kept {kept} holding patches the fork lacks (listed above): once "
+        said += f"you are sure, `git -C {fork} branch -D <name>` deletes one"
     return "\n".join(lines) + "\n" + said + "."

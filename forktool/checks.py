@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from forktool.layout import LAYOUT
 from forktool.process import ForkToolError, git
@@ -149,27 +149,42 @@ def all_checks() -> tuple[Check, ...]:
     """Each registered module's CHECKS, in order; two of one name are refused."""
     found = [c for name in REGISTERED for c in importlib.import_module(name).CHECKS]
     names = [check.name for check in found]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
+    if twice := sorted({name for name in names if names.count(name) > 1}):
         raise ForkToolError(f"two checks have the name {', '.join(twice)}")
     return tuple(found)
 
 
 class Background:
-    """A check measured in a forked process of its own, output to `log`, its
-    measurement back through a pipe."""
+    """A check measured in a forked process of its own, output to
+    build/logs/<name>.out, its measurement back as JSON through a pipe."""
 
-    def __init__(self, check: Check, ctx: Context, log: Path) -> None:
+    def __init__(self, check: Check, ctx: Context) -> None:
+        log = LAYOUT.logs / f"{check.name}.out"
         self.check, self.log, self.ended = check, log, False
         log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("")
         print(f"\n=== {check.title}: runs in the background (log: {log}) ===")
         sys.stdout.flush()
         sys.stderr.flush()
         self.answer, write = os.pipe()
         self.pid = os.fork()
+        # The child measures, answers and ends without the tool's exit handlers.
         if self.pid == 0:
-            os.close(self.answer)
-            _measure(check, ctx, log, write)
+            code = 1
+            try:
+                os.setpgid(0, 0)
+                sys.stdout = sys.stderr = open(log, "a", buffering=1)
+                os.dup2(sys.stdout.fileno(), 1)
+                os.dup2(sys.stdout.fileno(), 2)
+                found, seconds = _timed(check, ctx)
+                with os.fdopen(write, "w") as said:
+                    json.dump([seconds, asdict(found)], said)
+                code = 0
+            except BaseException:  # the log shows it; the tool fails the check
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                os._exit(code)
         # A group of its own, which `stop` ends with the processes it started
         # (set here too: `stop` may come before the child sets it).
         with contextlib.suppress(OSError):
@@ -190,39 +205,15 @@ class Background:
         many seconds (a process that ended without an answer failed it)."""
         with os.fdopen(self.answer) as answer:
             said = answer.read()
-        _, status = os.waitpid(self.pid, 0)
+        status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
         self.ended = True
         print(f"\n=== {self.check.title} ===")
         print(self.log.read_text(errors="replace"), end="", flush=True)
-        if not said:
-            code = os.waitstatus_to_exitcode(status)
-            error = f"{self.check.name} ended with status {code}: see {self.log}"
-            print(error)
-            return Measured(False, excerpts={"error": error}), 0.0
-        measured = json.loads(said)
-        return Measured(**measured["found"]), measured["seconds"]
-
-
-def _measure(check: Check, ctx: Context, log: Path, answer: int) -> NoReturn:
-    """In the forked process: measure, answer, and end without running the
-    tool's exit handlers (the tool's process runs those)."""
-    code = 1
-    try:
-        os.setpgid(0, 0)
-        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        sys.stdout = sys.stderr = open(1, "w", buffering=1, closefd=False)
-        found, seconds = _timed(check, ctx)
-        with os.fdopen(answer, "w") as said:
-            json.dump({"seconds": seconds, "found": asdict(found)}, said)
-        code = 0
-    except BaseException:  # the log shows it; the tool fails the check
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        if said:
+            seconds, found = json.loads(said)
+            return Measured(**found), seconds
+        print(error := f"{self.check.name} ended with status {status}: see {self.log}")
+        return Measured(False, excerpts={"error": error}), 0.0
 
 
 def _timed(check: Check, ctx: Context) -> tuple[Measured, float]:
@@ -247,17 +238,11 @@ def run_checks(ctx: Context, checks: list[Check], command: str, prepared: float)
         print(f"\n=== {check.title} ===", flush=True)
         return done(check, *_timed(check, ctx))
 
-    for check in [c for c in checks if c.required]:
-        if not in_turn(check):
-            print(f"\n{check.title} failed: the other checks did not run.")
-            break
+    if failed := next((c for c in checks if c.required and not in_turn(c)), None):
+        print(f"\n{failed.title} failed: the other checks did not run.")
     else:
         later = [c for c in checks if not c.required]
-        background = [
-            Background(c, ctx, LAYOUT.logs / f"{c.name}.out")
-            for c in later
-            if c.background
-        ]
+        background = [Background(c, ctx) for c in later if c.background]
         try:
             for check in [c for c in later if not c.background]:
                 in_turn(check)
@@ -273,28 +258,14 @@ def run_checks(ctx: Context, checks: list[Check], command: str, prepared: float)
     return 0 if all(result.ok for _, result in written) else 1
 
 
-def record(
-    check: Check,
-    found: Measured,
-    seconds: float,
-    base_version: str,
-    tree: str,
-    command: str | None = None,
-) -> CheckResult:
+def record(check: Check, found: Measured, seconds: float, base_version: str, tree: str,
+           command: str | None = None) -> CheckResult:  # fmt: skip
     """Write what a run of `check` found to the clone's results, as run by
     `command` (the check's own by default); the one place results are
     recorded."""
     result = CheckResult(
-        check.name,
-        found.ok,
-        tree,
-        base_version,
-        command or check.command,
-        seconds=round(seconds, 1),
-        counts=found.counts,
-        excerpts=found.excerpts,
-        data=found.data,
-    )
+        check.name, tree=tree, base_version=base_version, seconds=round(seconds, 1),
+        command=command or check.command, **asdict(found))  # fmt: skip
     write(LAYOUT.results, result)
     return result
 
@@ -304,9 +275,7 @@ def problem(result: CheckResult | None, check: Check, tree: str) -> str:
     if result is None:
         return f"{check.name}: no result; run `{check.command}`"
     if result.tree != tree:
-        return (
-            f"{check.name}: stale, measured on tree {result.tree[:12]} on "
-            f"{result.date}, the fork is now at tree {tree[:12]}; "
-            f"run `{result.command}`"
-        )
+        was = f"measured on tree {result.tree[:12]} on {result.date}"
+        now = f"the fork is now at tree {tree[:12]}; run `{result.command}`"
+        return f"{check.name}: stale, {was}, {now}"
     return ""

@@ -17,8 +17,8 @@ from forktool import journal
 from forktool.advice import autosquash, linearise, refusal, reword, warnings
 from forktool.process import ConflictError, ForkToolError, git
 from forktool.safety import ensure_safe
-from forktool.series import HEADER, PatchInfo, describe, format_patches, read_series
-from forktool.status import Entry, Standing, State, compare, undone_export
+from forktool.series import describe, format_patches, read_series, series_text
+from forktool.status import Entry, Record, Standing, State, compare, undone_export
 from forktool.sync import known_record
 from forktool.verify import Commit, misread, prove, series_messages, unexportable
 
@@ -27,13 +27,8 @@ from forktool.verify import Commit, misread, prove, series_messages, unexportabl
 TO_SQUASH = re.compile(r"^(?:fixup|squash|amend)! ")
 
 
-def _refuse_losing(
-    patches_dir: Path,
-    overwritten: list[Path],
-    removed: list[Path],
-    kept: set[str],
-    record: list[Entry] | None,
-) -> None:
+def _refuse_losing(patches_dir: Path, written: list[Path], removed: list[Path],
+                   kept: set[str], record: Record) -> None:  # fmt: skip
     """Refuse to delete a patch file whose content exists only there, or to
     overwrite one unless it is the fork's last synced or exported version."""
     dirty: set[Path] | None = None  # not committed; None: not a git checkout
@@ -47,7 +42,7 @@ def _refuse_losing(
             listed += "\0" + git(at, *staged).stdout
         dirty = {(at / name).resolve() for name in listed.split("\0") if name}
     known = {e.series for e in record or []}
-    actions = [(p, "overwrite") for p in overwritten]
+    actions = [(at / p.name, "overwrite") for p in written if (at / p.name).exists()]
     lost = [
         f"  {path.name} (export would {action} it)"
         for path, action in actions + [(p, "delete") for p in removed]
@@ -69,50 +64,30 @@ def _refuse_losing(
         )
 
 
+CRLF = (
+    "the same bytes with CRLF line endings (git's core.autocrlf or an editor); "
+    "export writes LF, and .gitattributes keeps patches/ LF"
+)
+REWRITTEN = "the same change, rewritten (its number, line numbers or blob ids moved)"
+
+
 def _changes(
-    standing: Standing,
-    written: list[Path],
-    removed: list[Path],
-    series: list[PatchInfo],
-    have: list[PatchInfo],
-    patches_dir: Path,
-) -> list[str]:
-    """One line for each patch file export writes, renames or removes, and
-    for the series file if export rewrites it."""
-    # Old name -> new name of each patch file that export only renames: the
-    # same patch (fingerprint) under another number or name.
-    new_name = {h.fingerprint: h.name for h in have}
-    old = {s.name: s.fingerprint for s in series}
-    renamed = {
-        path.name: new_name[fingerprint]
-        for path in removed
-        if (fingerprint := old.get(path.name) or describe(path).fingerprint) in new_name
-    }
+    standing: Standing, written: list[Path], removed: list[Path], renamed: dict,
+    names: list[str], patches_dir: Path,
+) -> list[str]:  # fmt: skip
+    """One line for each patch file export writes, renames or removes (`renamed`:
+    old name -> new name of each only renamed), and for the series file if
+    export rewrites it."""
+    local = {i.fork.name: i.change.what for i in standing.of(State.LOCAL) if i.fork}
     lines = []
     for p in written:
         if p.name in renamed.values():
             continue
         before = patches_dir / p.name
-        local = [
-            i for i in standing.of(State.LOCAL) if i.fork and i.fork.name == p.name
-        ]
-        if (
-            before.exists()
-            and before.read_bytes().replace(b"\r\n", b"\n") == p.read_bytes()
-        ):
-            why = (
-                "the same bytes with CRLF line endings (git's core.autocrlf or an "
-                "editor); export writes LF, and .gitattributes keeps patches/ LF"
-            )
-        elif local:
-            why = local[0].change.what
-        else:
-            why = "the same change, rewritten (its number, line numbers or blob ids "
-            why += "moved)"
+        crlf = before.exists() and before.read_bytes().replace(b"\r\n", b"\n")
+        why = CRLF if crlf == p.read_bytes() else local.get(p.name, REWRITTEN)
         lines.append(f"  {p.name}: {why}")
-    changed = {
-        i.series.name: i.fork.name for i in standing.items if i.series and i.fork
-    }
+    changed = {i.series.name: i.fork.name for i in standing.items if i.fork if i.series}
     for path in removed:
         new = renamed.get(path.name)
         if new is None and path.name in changed:
@@ -126,10 +101,7 @@ def _changes(
                 f"  {path.name} -> {new}: renamed (export names each patch file "
                 "after its number and subject)"
             )
-    names = [h.name for h in have]
-    if (patches_dir / "series").read_bytes() != (
-        HEADER + "".join(f"{n}\n" for n in names)
-    ).encode():
+    if (patches_dir / "series").read_bytes() != series_text(names).encode():
         same = [p.name for p in read_series(patches_dir)] == names
         rewritten = "the same list, rewritten (its comments, blank lines or spaces)"
         lines.append(f"  series: {rewritten if same else 'another list or order'}")
@@ -189,7 +161,15 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
                 f"{command} changed nothing: the patches it would write do not "
                 f"rebuild {fork}: {why}"
             )
-        lines = _changes(standing, written, removed, series, have, patches_dir)
+        # The same patch (fingerprint) under another number or name.
+        kept = {h.fingerprint: h.name for h in have}
+        was = {s.name: s.fingerprint for s in series}
+        renamed = {
+            path.name: kept[fingerprint]
+            for path in removed
+            if (fingerprint := was.get(path.name) or describe(path).fingerprint) in kept
+        }
+        lines = _changes(standing, written, removed, renamed, names, patches_dir)
         if check and lines:
             raise ForkToolError(
                 f"{patches_dir} is not what export would write ({len(lines)} "
@@ -198,10 +178,7 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
             )
         if check:
             return f"{patches_dir} is what export writes ({len(names)} patches)"
-        overwritten = [patches_dir / p.name for p in written]
-        overwritten = [p for p in overwritten if p.exists()]
-        kept = {h.fingerprint for h in have}
-        _refuse_losing(patches_dir, overwritten, removed, kept, record)
+        _refuse_losing(patches_dir, written, removed, set(kept), record)
         staged = journal.stage_export(fork)
         for path in written:
             shutil.copyfile(path, staged / path.name)

@@ -5,8 +5,6 @@ model id (config.json and the like, never weights). huggingface_hub, with
 HF_HUB_OFFLINE=1, resolves them through refs/main to a snapshot directory.
 """
 
-from __future__ import annotations
-
 import hashlib
 import shutil
 from pathlib import Path

@@ -17,14 +17,12 @@ and patches/ are as they were. Whatever signal ended the command, nothing is
 left to resolve by hand.
 """
 
-from __future__ import annotations
-
 import json
 import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from forktool import process
@@ -34,27 +32,15 @@ from forktool.series import write_series
 from forktool.status import Entry, save_before_export, save_record, write_whole
 
 # The staging worktree checks out only the files the patches touch.
-SPARSE = {
-    "GIT_CONFIG_COUNT": "2",
-    "GIT_CONFIG_KEY_0": "core.sparseCheckout",
-    "GIT_CONFIG_VALUE_0": "true",
-    "GIT_CONFIG_KEY_1": "core.sparseCheckoutCone",
-    "GIT_CONFIG_VALUE_1": "false",
-}
+SPARSE = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.sparseCheckout",
+          "GIT_CONFIG_VALUE_0": "true", "GIT_CONFIG_KEY_1": "core.sparseCheckoutCone",
+          "GIT_CONFIG_VALUE_1": "false"}  # fmt: skip
 
 
-def journal_path(fork: Path) -> Path:
-    return fork.parent / f".{fork.name}.journal"
-
-
-def staging(fork: Path) -> Path:
-    """The sync's staging worktree."""
-    return fork.parent / f".{fork.name}.sync"
-
-
-def staged_patches(fork: Path) -> Path:
-    """The patch files `export` writes before it moves them into patches/."""
-    return fork.parent / f".{fork.name}.export"
+def beside(fork: Path, what: str) -> Path:
+    """The fork's `journal`, the sync's staging worktree (`sync`) or the patch
+    files `export` writes before it moves them into patches/ (`export`)."""
+    return fork.parent / f".{fork.name}.{what}"
 
 
 @dataclass
@@ -68,9 +54,9 @@ class Move:
     target: str
     entries: list[Entry]
     agreed: bool
-    backup: str | None = None
-    base: str | None = None
-    exclude: list[str] = field(default_factory=list)
+    backup: str | None
+    base: str | None
+    exclude: list[str]
 
 
 @dataclass
@@ -85,7 +71,7 @@ class Export:
     remove: list[str]
     series: list[str]
     entries: list[Entry]
-    before: list[str] = field(default_factory=list)
+    before: list[str]
 
 
 def commit(fork: Path, data: Move | Export) -> None:
@@ -93,16 +79,13 @@ def commit(fork: Path, data: Move | Export) -> None:
     worktree built (`Move`), or the staged patch files into patches/ and
     rewrite the series (`Export`), as one step."""
     kind = "export" if isinstance(data, Export) else "sync"
-    text = json.dumps({"kind": kind, **asdict(data)}, indent=1) + "\n"
-    write_whole(journal_path(fork), text)
-    if isinstance(data, Export):
-        _finish_export(fork, data)
-    else:
-        _finish_sync(fork, data)
+    text = json.dumps({"kind": kind, **asdict(data)}, indent=1)
+    write_whole(beside(fork, "journal"), text + "\n")
+    _finish(fork, data)
 
 
 def _discard_staging(fork: Path) -> None:
-    stage = staging(fork)
+    stage = beside(fork, "sync")
     if stage.exists():
         removed = git(fork, "worktree", "remove", "--force", str(stage), check=False)
         if removed.returncode:  # half made: git's record goes with the prune
@@ -110,14 +93,14 @@ def _discard_staging(fork: Path) -> None:
             git(fork, "worktree", "prune")
     elif (fork / ".git" / "worktrees").exists():
         git(fork, "worktree", "prune")  # a record whose folder is gone
-    shutil.rmtree(staged_patches(fork), ignore_errors=True)
+    shutil.rmtree(beside(fork, "export"), ignore_errors=True)
 
 
 def begin(fork: Path, start: str, paths: set[str] | None) -> Path:
     """A staging worktree of `fork` at `start`, with `paths` checked out
     (None: every file)."""
     _discard_staging(fork)
-    stage = staging(fork)
+    stage = beside(fork, "sync")
     git(fork, "worktree", "add", "-q", "--no-checkout", "--detach", str(stage), start)
     gitdir = Path(git(stage, "rev-parse", "--absolute-git-dir").stdout.strip())
     (gitdir / "info").mkdir(exist_ok=True)
@@ -127,44 +110,42 @@ def begin(fork: Path, start: str, paths: set[str] | None) -> Path:
     return stage
 
 
-def _finish_sync(fork: Path, move: Move) -> None:
-    if move.backup:
-        exists = git(fork, "rev-parse", "-q", "--verify", move.backup, check=False)
-        if exists.returncode:
-            git(fork, "branch", move.backup, move.head)
-    if move.base:
-        git(fork, "tag", "-f", BASE_TAG, move.base)
-        exclude = fork / ".git" / "info" / "exclude"
-        exclude.write_text("".join(f"/{path}\n" for path in move.exclude))
-    git(fork, "reset", "-q", "--hard", move.target)
-    save_record(fork, move.entries)
-    if move.agreed:
-        git(fork, "update-ref", SYNCED, move.target)
-    _discard_staging(fork)
-    journal_path(fork).unlink()
-
-
 def stage_export(fork: Path) -> Path:
     """An empty folder for the patch files an export writes."""
     _discard_staging(fork)
-    folder = staged_patches(fork)
+    folder = beside(fork, "export")
     folder.mkdir(parents=True)
     return folder
 
 
-def _finish_export(fork: Path, export: Export) -> None:
-    patches, staged = Path(export.patches), staged_patches(fork)
-    for name in export.write:
-        if (staged / name).exists():
-            shutil.move(staged / name, patches / name)
-    for name in export.remove:
-        (patches / name).unlink(missing_ok=True)
-    write_series(patches, export.series)
-    save_record(fork, export.entries)
-    save_before_export(fork, export.before if export.write or export.remove else [])
-    git(fork, "update-ref", SYNCED, export.head)
-    shutil.rmtree(staged, ignore_errors=True)
-    journal_path(fork).unlink()
+def _finish(fork: Path, data: Move | Export) -> None:
+    if isinstance(data, Export):
+        patches, staged = Path(data.patches), beside(fork, "export")
+        for name in data.write:
+            if (staged / name).exists():
+                shutil.move(staged / name, patches / name)
+        for name in data.remove:
+            (patches / name).unlink(missing_ok=True)
+        write_series(patches, data.series)
+        save_record(fork, data.entries)
+        save_before_export(fork, data.before if data.write or data.remove else [])
+        git(fork, "update-ref", SYNCED, data.head)
+        shutil.rmtree(staged, ignore_errors=True)
+    else:
+        if data.backup:
+            exists = git(fork, "rev-parse", "-q", "--verify", data.backup, check=False)
+            if exists.returncode:
+                git(fork, "branch", data.backup, data.head)
+        if data.base:
+            git(fork, "tag", "-f", BASE_TAG, data.base)
+            exclude = fork / ".git" / "info" / "exclude"
+            exclude.write_text("".join(f"/{path}\n" for path in data.exclude))
+        git(fork, "reset", "-q", "--hard", data.target)
+        save_record(fork, data.entries)
+        if data.agreed:
+            git(fork, "update-ref", SYNCED, data.target)
+        _discard_staging(fork)
+    beside(fork, "journal").unlink()
 
 
 def _drop_git_locks(fork: Path) -> None:
@@ -183,28 +164,27 @@ def _drop_git_locks(fork: Path) -> None:
 def recover(fork: Path) -> str | None:
     """Finish an interrupted commit, or delete an interrupted command's
     staging; say what was done, if anything."""
-    path = journal_path(fork)
+    path = beside(fork, "journal")
     if path.exists():
         _drop_git_locks(fork)
         data = json.loads(path.read_text())
-        kind = data.pop("kind")
         data["entries"] = [Entry(**e) for e in data["entries"]]
-        if kind == "export":
-            _finish_export(fork, Export(**data))
+        if data.pop("kind") == "export":
+            _finish(fork, Export(**data))
             return f"finished an interrupted export into {data['patches']}"
         move = Move(**data)
         head = git(fork, "rev-parse", "HEAD").stdout.strip()
         if head not in (move.head, move.target):
-            raise ForkToolError(
-                f"A sync was interrupted while it moved {fork} from {move.head[:12]} "
-                f"to {move.target[:12]}, and the fork is now at {head[:12]}, so "
-                f"nothing was changed. Keep what you want: `git -C {fork} branch "
-                f"keep {move.target[:12]}` keeps the sync's result; then delete "
-                f"{path} and run the command again."
-            )
-        _finish_sync(fork, move)
+            raise ForkToolError(f"A sync was interrupted while it moved {fork} from "
+                                f"{move.head[:12]} to {move.target[:12]}, and the fork "
+                                f"is now at {head[:12]}, so nothing was changed. Keep "
+                                f"what you want: `git -C {fork} branch keep "
+                                f"{move.target[:12]}` keeps the sync's result; then "
+                                f"delete {path} and run the command "
+                                "again.")  # fmt: skip
+        _finish(fork, move)
         return f"finished an interrupted sync: {fork} is at the series it applied"
-    if staging(fork).exists() or staged_patches(fork).exists():
+    if beside(fork, "sync").exists() or beside(fork, "export").exists():
         _discard_staging(fork)
         return f"undid an interrupted command: {fork} and patches/ are as before it"
     return None
@@ -216,7 +196,6 @@ def exclusive(lock: Path, fork: Path, command: str) -> Iterator[None]:
     command left in `fork` and beside it."""
     with process.hold(lock, command):
         if (fork / ".git").exists():
-            said = recover(fork)
-            if said:
+            if said := recover(fork):
                 print(said, file=sys.stderr)
         yield

@@ -1,7 +1,5 @@
 """Where a clone keeps what the tool reads and writes; `build/` is git-ignored."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent

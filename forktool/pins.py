@@ -2,8 +2,6 @@
 downloads, and the cache they live in: downloads, uv, venvs and results
 shared by the clones on this machine (VLLM_FORK_CACHE)."""
 
-from __future__ import annotations
-
 import email.parser
 import functools
 import hashlib
@@ -50,22 +48,19 @@ def _ignore_in_git(cache: Path) -> None:
         (cache / ".gitignore").write_text("# forktool's cache (VLLM_FORK_CACHE)\n*\n")
 
 
+# Each table of pins.toml and the keys it takes, all required.
 KEYS = {
     "": ("base", "fork", "venv"),
     "base": ("project", "version", "generated", "sdist", "wheel"),
-    "base.sdist": ("filename", "sha256"),
-    "base.wheel": ("filename", "sha256"),
+    "base.sdist": ("filename", "sha256"), "base.wheel": ("filename", "sha256"),
     "fork": ("author",),
     "venv": ("python", "platform", "pip", "uv", "constraints", "build", "test"),
-}
-"""Each table of pins.toml and the keys it takes, all required."""
+}  # fmt: skip
+# A release's version (PEP 440, without epoch or local part).
 VERSION = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
-"""A release's version (PEP 440, without epoch or local part)."""
-MOVE = (
-    "[base] project and version name the files of [base.sdist] and [base.wheel]: "
-    "a move to another release sets all of them, sha256 included (README, Move "
-    "to a new vLLM release); nothing was changed"
-)
+MOVE = ("[base] project and version name the files of [base.sdist] and [base.wheel]: "
+        "a move to another release sets all of them, sha256 included (README, Move to "
+        "a new vLLM release); nothing was changed")  # fmt: skip
 
 
 def normal(name: str) -> str:
@@ -90,15 +85,14 @@ class Pins:
     pip: str
     build_requirements: tuple[str, ...]
     test_requirements: tuple[str, ...]
-    uv: str = "uv"
-    """Locks and installs the venv's packages, finds the downloads."""
+    uv: str = "uv"  # locks and installs the venv's packages, finds the downloads
     constraints: tuple[str, ...] = ()
+    # The interpreter and platform venv.lock is resolved for.
     python: str = "3.11"
     platform: str = "x86_64-manylinux_2_28"
-    """The interpreter and platform venv.lock is resolved for."""
 
     @classmethod
-    def load(cls, path: Path = LAYOUT.pins) -> Pins:
+    def load(cls, path: Path = LAYOUT.pins) -> "Pins":
         """pins.toml, refused with a key missing or unknown, or a version or
         file names that are not [base]'s release."""
         try:
@@ -114,34 +108,29 @@ class Pins:
             tables[table] = found = found if isinstance(found, dict) else {}
             if unknown := sorted(set(found) - set(keys)):
                 where = f"[{table}]" if table else "the top level"
-                raise ForkToolError(
-                    f"{path}: unknown key {unknown[0]!r} in {where}, which takes "
-                    f"{', '.join(keys)}; correct or remove it"
-                )
+                raise ForkToolError(f"{path}: unknown key {unknown[0]!r} in {where}, "
+                                    f"which takes {', '.join(keys)}; correct or remove "
+                                    "it")  # fmt: skip
             if missing := [key for key in keys if key not in found]:
                 dotted = f"{table}.{missing[0]}".lstrip(".")
                 raise ForkToolError(f"{path} lacks `{dotted}`; see README.md")
         base, venv, artifact = tables["base"], tables["venv"], Artifact
-        pins = cls(
-            base["project"], base["version"], tuple(base["generated"]),
-            artifact(**tables["base.sdist"]), artifact(**tables["base.wheel"]),
-            tables["fork"]["author"], venv["pip"], tuple(venv["build"]),
-            tuple(venv["test"]), venv["uv"], tuple(venv["constraints"]),
-            venv["python"], venv["platform"],
-        )  # fmt: skip
+        pins = cls(base["project"], base["version"], tuple(base["generated"]),
+                   artifact(**tables["base.sdist"]), artifact(**tables["base.wheel"]),
+                   tables["fork"]["author"], venv["pip"], tuple(venv["build"]),
+                   tuple(venv["test"]), venv["uv"], tuple(venv["constraints"]),
+                   venv["python"], venv["platform"])  # fmt: skip
         if not VERSION.fullmatch(pins.version):
-            raise ForkToolError(
-                f"{path}: [base] version {pins.version!r} is not a release's "
-                'version; set it to one, e.g. version = "0.33.0"'
-            )
+            raise ForkToolError(f"{path}: [base] version {pins.version!r} is not a "
+                                "release's version; set it to one, e.g. version = "
+                                '"0.33.0"')  # fmt: skip
         stem = f"{normal(pins.project).replace('-', '_')}-{pins.version}"
         for kind, form in (("sdist", ".tar.gz"), ("wheel", "-<tags>.whl")):
             name = getattr(pins, kind).filename
             if not re.fullmatch(re.escape(stem + form).replace("<tags>", ".+"), name):
-                raise ForkToolError(
-                    f"{path}: [base.{kind}] filename is {name}, not a file of "
-                    f"[base] {pins.project} {pins.version} ({stem}{form}): {MOVE}"
-                )
+                release = f"{pins.project} {pins.version} ({stem}{form})"
+                raise ForkToolError(f"{path}: [base.{kind}] filename is {name}, not a "
+                                    f"file of [base] {release}: {MOVE}")  # fmt: skip
         return pins
 
     @property
@@ -153,20 +142,17 @@ def fetch_sdist(pins: Pins) -> Path:
     """The verified sdist, refused when its PKG-INFO names another project or
     version than pins.toml."""
     sdist = fetch(pins, pins.sdist)
-    name = version = ""
     with tarfile.open(sdist) as tar:
-        for member in tar:
-            if member.name.count("/") == 1 and member.name.endswith("/PKG-INFO"):
-                data = tar.extractfile(member)
-                text = data.read().decode() if data else ""
-                headers = email.parser.HeaderParser().parsestr(text)
-                name, version = headers.get("Name", ""), headers.get("Version", "")
-                break
+        top = (m for m in tar if m.name.count("/") == 1)
+        info = next((m for m in top if m.name.endswith("/PKG-INFO")), None)
+        data = info and tar.extractfile(info)
+        text = data.read().decode() if data else ""
+    headers = email.parser.HeaderParser().parsestr(text)
+    name, version = headers.get("Name", ""), headers.get("Version", "")
     if normal(name) != normal(pins.project) or version != pins.version:
-        raise ForkToolError(
-            f"{sdist} is {name or '?'} {version or '?'} (its PKG-INFO), not "
-            f"[base] {pins.project} {pins.version} of pins.toml: {MOVE}"
-        )
+        said = f"{name or '?'} {version or '?'} (its PKG-INFO), not [base] "
+        raise ForkToolError(f"{sdist} is {said}{pins.project} {pins.version} of "
+                            f"pins.toml: {MOVE}")  # fmt: skip
     return sdist
 
 
@@ -180,51 +166,36 @@ def verify(path: Path, artifact: Artifact, pins: Pins) -> Path:
     actual = sha256_of(path)
     if actual == artifact.sha256:
         return path
-    said = (
-        f"sha256 mismatch for {path}: pins.toml says {artifact.sha256}, the file "
-        f"has {actual}. Nothing was unpacked.\n"
-    )
+    said = (f"sha256 mismatch for {path}: pins.toml says {artifact.sha256}, the file "
+            f"has {actual}. Nothing was unpacked.\n")  # fmt: skip
     others = {a.sha256: a.filename for a in (pins.sdist, pins.wheel) if a != artifact}
     if artifact.sha256 in others:
-        raise ForkToolError(
-            f"{said}pins.toml gives {artifact.filename} the sha256 of "
-            f"{others[artifact.sha256]}: a slip in pins.toml. The file is kept."
-        )
+        raise ForkToolError(f"{said}pins.toml gives {artifact.filename} the sha256 of "
+                            f"{others[artifact.sha256]}: a slip in pins.toml. The file "
+                            "is kept.")  # fmt: skip
     try:  # the sha256 the index publishes, None if it cannot tell
         published = _index(pins).get(artifact.filename, ("", None))[1]
     except (ForkToolError, OSError):
         published = None
     if published == actual:
-        raise ForkToolError(
-            f"{said}pins.toml is wrong: the file has the sha256 the index "
-            f"publishes for {artifact.filename}. If {pins.requirement} is the "
-            f'release you mean, set sha256 = "{actual}" for it in pins.toml. '
-            "The file is kept."
-        )
-    if published == artifact.sha256:
-        raise ForkToolError(
-            f"{said}The file is damaged: pins.toml has the sha256 the index "
-            f"publishes. Delete {path} and run again to download it again."
-        )
-    why = (
-        "could not be asked"
-        if published is None
-        else f"publishes a third one, {published}"
-    )
-    raise ForkToolError(
-        f"{said}Which is wrong cannot be told (the index {why}). Compare both with "
-        f"the release's page on PyPI: if pins.toml is right, delete {path} to "
-        "download it again; if the file is, correct pins.toml."
-    )
+        said += (f"pins.toml is wrong: the file has the sha256 the index publishes for "
+                 f"{artifact.filename}. If {pins.requirement} is the release you mean, "
+                 f'set sha256 = "{actual}" for it in pins.toml. The file is '
+                 "kept.")  # fmt: skip
+    elif published == artifact.sha256:
+        said += ("The file is damaged: pins.toml has the sha256 the index publishes. "
+                 f"Delete {path} and run again to download it again.")  # fmt: skip
+    else:
+        why = "could not be asked" if published is None else ""
+        why = why or f"publishes a third one, {published}"
+        said += (f"Which is wrong cannot be told (the index {why}). Compare both with "
+                 f"the release's page on PyPI: if pins.toml is right, delete {path} to "
+                 "download it again; if the file is, correct pins.toml.")  # fmt: skip
+    raise ForkToolError(said)
 
 
 def uv_binary(pins: Pins) -> Path:
     return uv.binary(pins.uv, cache_dir() / "tools")
-
-
-def uv_cached(pins: Pins) -> bool:
-    """Whether the cache holds the pinned uv (else pip installs it)."""
-    return uv.path(pins.uv, cache_dir() / "tools").exists()
 
 
 def _index(pins: Pins) -> dict[str, tuple[str, str | None]]:
@@ -242,17 +213,16 @@ def fetch(pins: Pins, artifact: Artifact) -> Path:
     if not target.exists():
         served = _index(pins)
         if artifact.filename not in served:
-            raise ForkToolError(
-                f"the index serves no {artifact.filename} for {pins.requirement} "
-                f"(it serves: {', '.join(sorted(served)) or 'nothing'})"
-            )
+            listed = ", ".join(sorted(served)) or "nothing"
+            said = f"{artifact.filename} for {pins.requirement} (it serves: {listed})"
+            raise ForkToolError(f"the index serves no {said}")
         downloads.mkdir(parents=True, exist_ok=True)
         print(f"downloading {artifact.filename}", flush=True)
         with tempfile.TemporaryDirectory(dir=downloads) as tmp:
             downloaded = Path(tmp, artifact.filename)
-            with urllib.request.urlopen(served[artifact.filename][0]) as response:
-                with downloaded.open("wb") as out:
-                    shutil.copyfileobj(response, out, 1 << 20)
+            url = served[artifact.filename][0]
+            with urllib.request.urlopen(url) as response, downloaded.open("wb") as out:
+                shutil.copyfileobj(response, out, 1 << 20)
             shutil.move(downloaded, target)
     # Verified where it stays: the error's advice names the cached file.
     return verify(target, artifact, pins)

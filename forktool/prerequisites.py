@@ -3,8 +3,6 @@ before they start: one error line names every one this machine lacks,
 rather than a traceback or a failed step minutes in. The README lists them
 under "Two commands"."""
 
-from __future__ import annotations
-
 import importlib.util
 import shutil
 import sys
@@ -12,14 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from forktool import uv
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, uv_cached
+from forktool.pins import Pins, cache_dir
 from forktool.process import ForkToolError
 
 
 class Program(NamedTuple):
-    name: str
-    """What to install, as the README names it."""
+    name: str  # what to install, as the README names it
     present: Callable[[], bool]
     used_for: str
 
@@ -30,30 +28,26 @@ def on_path(name: str) -> Callable[[], bool]:
 
 GIT = Program("git", on_path("git"), "the fork and every command")
 BASH = Program("bash", on_path("bash"), "vLLM's pre-commit hooks, the tool's tests")
-PIP = Program(
-    f"pip for {sys.executable}",
-    lambda: importlib.util.find_spec("pip") is not None,
-    "installing uv into the cache",
-)
+PIP = Program(f"pip for {sys.executable}",
+              lambda: importlib.util.find_spec("pip") is not None,
+              "installing uv into the cache")  # fmt: skip
 
 
 def for_setup(pins: Pins, venv: Path = LAYOUT.venv) -> list[Program]:
     """git; pip while the cache lacks uv; the pinned Python while there is no
     venv (this one, or one uv finds on PATH)."""
-    running = ".".join(map(str, sys.version_info[:2]))
-    version = pins.python
-    python = Program(
-        f"Python {version} (python{version})",
-        lambda: running == version or shutil.which(f"python{version}") is not None,
-        "the venv",
-    )
-    made = (venv / "bin" / "python").exists()
-    return [GIT, *([] if uv_cached(pins) else [PIP]), *([] if made else [python])]
+    running, version = ".".join(map(str, sys.version_info[:2])), pins.python
+    found = on_path(f"python{version}")
+    python = Program(f"Python {version} (python{version})",
+                     lambda: running == version or found(), "the venv")  # fmt: skip
+    needs = [GIT]
+    if not uv.path(pins.uv, cache_dir() / "tools").exists():
+        needs.append(PIP)
+    return needs if (venv / "bin" / "python").exists() else [*needs, python]
 
 
-def for_test(
-    pins: Pins, checks_need: list[Program], venv: Path = LAYOUT.venv
-) -> list[Program]:
+def for_test(pins: Pins, checks_need: list[Program], venv: Path = LAYOUT.venv,
+             ) -> list[Program]:  # fmt: skip
     """What setup needs, what the tool's tests run, and what the checks need."""
     needs = [*for_setup(pins, venv), BASH]
     return needs + [p for p in checks_need if p not in needs]
@@ -63,7 +57,6 @@ def require(command: str, needs: list[Program]) -> None:
     """Refuse, naming every program in `needs` this machine lacks."""
     if missing := [program for program in needs if not program.present()]:
         names = "; ".join(f"{p.name}, for {p.used_for}" for p in missing)
-        raise ForkToolError(
-            f"`{command}` needs what this machine lacks: {names}. Install "
-            "them (README, Two commands) and run it again."
-        )
+        raise ForkToolError(f"`{command}` needs what this machine lacks: {names}. "
+                            "Install them (README, Two commands) and run it "
+                            "again.")  # fmt: skip

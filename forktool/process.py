@@ -7,7 +7,7 @@ The clone's lock (`hold`) is an `fcntl.flock` on build/forktool.lock: a
 command that reads or writes patches/ or build/vllm holds it from start to
 end, so two commands never interleave. The kernel releases it when the last
 process holding it ends, however it ends; the git commands the tool runs
-inherit it (`inherited`), so a `git am` that outlives a killed command keeps
+inherit it, so a `git am` that outlives a killed command keeps
 the clone locked until it ends. The file names the holder for the message a
 second command prints.
 
@@ -20,8 +20,6 @@ own commits, which the tool never makes, keep their settings. Nor does any
 start a background process (`git gc --auto`, an fsmonitor daemon), which
 would work on after the tool ends and hold the clone's lock.
 """
-
-from __future__ import annotations
 
 import fcntl
 import json
@@ -57,11 +55,6 @@ WAIT_S = 5.0
 _held: int | None = None
 
 
-def inherited() -> tuple[int, ...]:
-    """The descriptors a child process keeps: the lock, while it is held."""
-    return () if _held is None else (_held,)
-
-
 def _holder(fd: int) -> dict | None:
     """Who holds or last held the lock, as its file names them."""
     try:
@@ -70,16 +63,16 @@ def _holder(fd: int) -> dict | None:
         return None
 
 
-def _busy(path: Path, holder: dict | None) -> ForkToolError:
-    who = "another command"
+def _busy(path: Path, fd: int) -> ForkToolError:
+    who, holder = "another command", _holder(fd)
     if holder:
-        pid, gone = holder["pid"], not Path(f"/proc/{holder['pid']}").exists()
+        pid = holder["pid"]
+        gone = not Path(f"/proc/{pid}").exists()
         ended = ", ended; a git command it started runs on" if gone else ""
         who = f"`python3 -m forktool {holder['command']}` (pid {pid}{ended})"
-    return ForkToolError(
-        f"{who} is working in this clone, so this command changed nothing "
-        f"(waited {WAIT_S:.0f} s for {path}). Run it again once that one ends."
-    )
+    return ForkToolError(f"{who} is working in this clone, so this command changed "
+                         f"nothing (waited {WAIT_S:.0f} s for {path}). Run it again "
+                         "once that one ends.")  # fmt: skip
 
 
 @contextmanager
@@ -100,15 +93,12 @@ def hold(path: Path, command: str, wait: float = WAIT_S) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise _busy(path, _holder(fd)) from None
+                    raise _busy(path, fd) from None
                 time.sleep(0.05)
         if left := _holder(fd):
-            print(
-                f"`python3 -m forktool {left['command']}` (pid {left['pid']}) ended "
-                "without finishing; this command takes over its lock and finishes "
-                "or undoes what it left.",
-                file=sys.stderr,
-            )
+            print(f"`python3 -m forktool {left['command']}` (pid {left['pid']}) ended "
+                  "without finishing; this command takes over its lock and finishes "
+                  "or undoes what it left.", file=sys.stderr)  # fmt: skip
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"command": command, "pid": os.getpid()}).encode(), 0)
         _held = fd
@@ -121,8 +111,7 @@ def hold(path: Path, command: str, wait: float = WAIT_S) -> Iterator[None]:
 
 # Running programs.
 Cmd = Sequence[str | Path]
-TAIL = 20
-"""The lines of a failed command's output an error shows."""
+TAIL = 20  # the lines of a failed command's output an error shows
 SIGNALS = {
     signal.SIGXFSZ: "a file size limit (ulimit -f) stopped it writing a file: "
     "raise it (`ulimit -f unlimited`), then run the command again",
@@ -136,50 +125,31 @@ def _missing(cmd: Cmd, e: OSError) -> ForkToolError:
     return ForkToolError(f"cannot run `{shlex.join(map(str, cmd))}`: {e.strerror or e}")
 
 
-def killed(status: int) -> str:
-    """For a negative `status` (killed by a signal), what killed it and what
-    that means; "" for an exit status."""
-    if status >= 0:
-        return ""
-    try:
-        sig = signal.Signals(-status)
-    except ValueError:
-        return f"killed by signal {-status}"
-    meaning = SIGNALS.get(sig)
-    return f"killed by {sig.name}" + (f": {meaning}" if meaning else "")
-
-
-def failure(
-    cmd: Cmd,
-    status: int,
-    output: str | bytes = "",
-    cwd: Path | None = None,
-    hint: str = "",
-) -> ForkToolError:
-    """The error for `cmd` exiting with `status`, with the end of its output;
-    `hint` says what it left behind."""
+def failure(cmd: Cmd, status: int, output: str | bytes = "", cwd: Path | None = None,
+            hint: str = "") -> ForkToolError:  # fmt: skip
+    """The error for `cmd` exiting with `status` (negative: killed by that
+    signal), with the end of its output; `hint` says what it left behind."""
     if isinstance(output, bytes):
         output = output.decode(errors="replace")
+    how = f"exit status {status}"
+    if status < 0:
+        try:
+            sig = signal.Signals(-status)
+            meaning = SIGNALS.get(sig)
+            how = f"killed by {sig.name}" + (f": {meaning}" if meaning else "")
+        except ValueError:
+            how = f"killed by signal {-status}"
     where = f" in {cwd}" if cwd is not None else ""
     tail = "\n".join(output.strip().splitlines()[-TAIL:])
-    how = killed(status) or f"exit status {status}"
     said = f":\n{tail}" if tail else ""
-    return ForkToolError(
-        f"`{shlex.join(map(str, cmd))}` failed ({how}{hint}){where}{said}"
-    )
+    shown = shlex.join(map(str, cmd))
+    return ForkToolError(f"`{shown}` failed ({how}{hint}){where}{said}")
 
 
-def run(
-    cmd: Cmd,
-    *,
-    cwd: Path | str | None = None,
-    env: dict[str, str] | None = None,
-    check: bool = True,
-    capture: bool = True,
-    binary: bool = False,
-    input: str | bytes | None = None,
-    **outputs: Any,
-) -> subprocess.CompletedProcess[Any]:
+def run(cmd: Cmd, *, cwd: Path | str | None = None, env: dict[str, str] | None = None,
+        check: bool = True, capture: bool = True, binary: bool = False,
+        input: str | bytes | None = None, **outputs: Any,
+        ) -> subprocess.CompletedProcess[Any]:  # fmt: skip
     """Run `cmd` to its end; with `check`, a non-zero exit status is an error.
 
     `env` replaces the environment (None: this one's); `capture` keeps its
@@ -187,10 +157,9 @@ def run(
     `stderr` keywords say (None: this process's); `pass_fds` too is Popen's.
     """
     try:
-        result = subprocess.run(
-            [str(arg) for arg in cmd], cwd=cwd, env=env, input=input,
-            text=not binary, capture_output=capture, **outputs,
-        )  # fmt: skip
+        args = [str(arg) for arg in cmd]
+        result = subprocess.run(args, cwd=cwd, env=env, input=input, text=not binary,
+                                capture_output=capture, **outputs)  # fmt: skip
     except OSError as e:
         raise _missing(cmd, e) from e
     if check and result.returncode != 0:
@@ -210,8 +179,8 @@ def start(cmd: Cmd, **popen: Any) -> subprocess.Popen[Any]:
 def tee(cmd: Cmd, cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run `cmd`, printing its output (stderr too) as it comes; return its
     exit status and that output."""
-    out = subprocess.PIPE
-    proc = start(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    out, err = subprocess.PIPE, subprocess.STDOUT
+    proc = start(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
     lines = []
     for raw in proc.stdout or ():
         lines.append(raw.decode(errors="replace"))
@@ -225,10 +194,8 @@ def environ(**added: str) -> dict[str, str]:
 
 
 # git.
-BASE_TAG = "base"
-"""The tag on the fork's first commit, the pristine base."""
-SERIES = f"{BASE_TAG}..HEAD"
-"""The fork's commits: one per patch of the series."""
+BASE_TAG = "base"  # the tag on the fork's first commit, the pristine base
+SERIES = f"{BASE_TAG}..HEAD"  # the fork's commits: one per patch of the series
 
 # No global or system config (format.signature, diff.noprefix, core.abbrev,
 # ...): what the tool writes is the same on every machine.
@@ -242,14 +209,9 @@ NEUTRAL = (
 )
 
 
-def git(
-    repo: Path | None,
-    *args: str,
-    env: dict[str, str] | None = None,
-    check: bool = True,
-    input: str | bytes | None = None,
-    binary: bool = False,
-) -> subprocess.CompletedProcess[Any]:
+def git(repo: Path | None, *args: str, env: dict[str, str] | None = None,
+        check: bool = True, input: str | bytes | None = None, binary: bool = False,
+        ) -> subprocess.CompletedProcess[Any]:  # fmt: skip
     """`git -C repo args` (just `git args` without a repository), captured.
 
     `env` is added to the environment; `binary` keeps input and output bytes.
@@ -259,20 +221,16 @@ def git(
     if os.environ.get("FORKTOOL_TRACE_GIT"):
         shown = "".join(f"{k}={shlex.quote(v)} " for k, v in (env or {}).items())
         print(f"+ {shown}{shlex.join(cmd)}", file=sys.stderr)
+    # The git commands inherit the clone's lock, while it is held.
     result = run(cmd, env=environ(**(env or {})), check=False, binary=binary,
-                 input=input, pass_fds=inherited())  # fmt: skip
+                 input=input, pass_fds=() if _held is None else (_held,))  # fmt: skip
     if check and result.returncode != 0:
         # Killed by a signal (a file size limit, ...), git may leave its lock.
         lock = Path(repo or ".", ".git", "index.lock")
         left = result.returncode < 0 and lock.exists()
         hint = f"; it left {lock}: delete it once no git runs there" if left else ""
-        raise failure(
-            ["git", *args],
-            result.returncode,
-            result.stderr or result.stdout,
-            repo,
-            hint,
-        )
+        said = result.stderr or result.stdout
+        raise failure(["git", *args], result.returncode, said, repo, hint)
     return result
 
 

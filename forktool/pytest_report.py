@@ -19,24 +19,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import IO, Any
 
 import pytest
 
-OPTION = "--forktool-report"
 TAIL_LINES = 15
 """The last lines of a failure's traceback a report keeps."""
 
-_EXCEPTION = pytest.StashKey[str]()
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        OPTION,
-        dest="forktool_report",
-        default=None,
-        help="write each test's outcome as JSON lines to this file",
-    )
+    text = "write each test's outcome as JSON lines to this file"
+    parser.addoption("--forktool-report", help=text)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,63 +40,41 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(Reporter(open(path, "w")), "forktool_reporter")
 
 
-def _crash(longrepr: Any) -> tuple[str, str]:
-    """The crash message and the last lines of a failure's report."""
-    text = str(longrepr)
-    crash = getattr(longrepr, "reprcrash", None)
-    message = crash.message if crash is not None else ""
-    lines = text.rstrip().splitlines()
-    if not message and lines:  # an import error's report is text alone
-        message = lines[-1].removeprefix("E").strip()
-    return message, "\n".join(lines[-TAIL_LINES:])
-
-
+@dataclass(eq=False)  # hashable by identity, as pluggy keeps plugins
 class Reporter:
-    def __init__(self, out: IO[str]) -> None:
-        self.out = out
+    out: IO[str]
 
     def _write(self, **record: Any) -> None:
         self.out.write(json.dumps(record) + "\n")
         self.out.flush()
 
     def _report(self, report: pytest.TestReport | pytest.CollectReport) -> None:
-        when = getattr(report, "when", "collect")
-        record: dict[str, Any] = {
-            "nodeid": report.nodeid,
-            "when": when,
-            "outcome": report.outcome,
-            "duration": getattr(report, "duration", 0.0),
-        }
-        if report.failed:
-            message, tail = _crash(report.longrepr)
-            exception = getattr(report, "forktool_exception", "")
-            record.update(message=message, exception=exception, tail=tail)
+        said: dict[str, Any] = {}
+        if report.failed:  # the crash message and the report's last lines
+            crash = getattr(report.longrepr, "reprcrash", None)
+            lines = str(report.longrepr).rstrip().splitlines()
+            said["message"] = crash.message if crash is not None else ""
+            if not said["message"] and lines:  # an import error's report is text alone
+                said["message"] = lines[-1].removeprefix("E").strip()
+            said["exception"] = getattr(report, "forktool_exception", "")
+            said["tail"] = "\n".join(lines[-TAIL_LINES:])
         elif report.skipped:
             why = report.longrepr
             why = why[2] if isinstance(why, tuple) and len(why) == 3 else why or ""
             xfail = getattr(report, "wasxfail", None)
-            record["message"] = (
-                f"xfail: {xfail}"
-                if xfail is not None
-                else str(why).removeprefix("Skipped: ")
-            )
-        self._write(event="report", **record)
+            skip = str(why).removeprefix("Skipped: ")
+            said["message"] = f"xfail: {xfail}" if xfail is not None else skip
+        self._write(event="report", nodeid=report.nodeid,
+                    when=getattr(report, "when", "collect"), outcome=report.outcome,
+                    duration=getattr(report, "duration", 0.0), **said)  # fmt: skip
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Iterator[None]:
-        outcome = yield
-        report = outcome.get_result()  # type: ignore[attr-defined]
+    def pytest_runtest_makereport(self, call: pytest.CallInfo[None]) -> Iterator[None]:
+        report = (yield).get_result()  # type: ignore[attr-defined]
         if call.excinfo is not None and report.failed:
             report.forktool_exception = call.excinfo.typename
 
-    def pytest_exception_interact(
-        self,
-        node: pytest.Item | pytest.Collector,
-        call: pytest.CallInfo[Any],
-        report: pytest.TestReport | pytest.CollectReport,
-    ) -> None:
+    def pytest_exception_interact(self, call: Any, report: Any) -> None:
         """A collection error's exception: the one pytest wraps (an import
         error's), else its own; reported after this hook."""
         if isinstance(report, pytest.CollectReport) and call.excinfo is not None:
@@ -117,10 +89,9 @@ class Reporter:
             self._report(report)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        record: dict[str, Any] = {"count": len(session.items)}
-        if session.config.option.collectonly:
-            record["ids"] = [item.nodeid for item in session.items]
-        self._write(event="collected", **record)
+        items = [item.nodeid for item in session.items]
+        ids = {"ids": items} if session.config.option.collectonly else {}
+        self._write(event="collected", count=len(items), **ids)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self._write(event="finish", exitstatus=int(exitstatus))

@@ -41,6 +41,7 @@ CACHE_FORMAT = "report-3"
 of running the tests (report-2: pytest_affinity; report-3: test_env's
 bytecode prefix and humming's builds off), a new key."""
 OUTCOMES = ("passed", "failed", "error", "skipped")
+FAILING = ("failed", "error")
 
 
 @dataclass
@@ -86,11 +87,10 @@ class Result:
         a failure is kept over what a later phase says."""
         result = cls(seconds=seconds)
         for r in records:
-            if r.get("event") != "report":
+            test = r.get("nodeid", "")
+            if r.get("event") != "report" or result.outcomes.get(test) in FAILING:
                 continue
-            test, when, outcome = r["nodeid"], r["when"], r["outcome"]
-            if result.outcomes.get(test) in ("failed", "error"):
-                continue
+            when, outcome = r["when"], r["outcome"]
             if outcome == "failed":
                 result.outcomes[test] = "failed" if when == "call" else "error"
                 result.reasons[test] = r.get("message", "")
@@ -106,8 +106,7 @@ class Result:
 def read_report(path: Path) -> list[dict[str, Any]]:
     """The plugin's records so far; a line still being written is left out."""
     records = []
-    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
-    for line in lines:
+    for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
         with contextlib.suppress(json.JSONDecodeError):
             records.append(json.loads(line))
     return records
@@ -125,12 +124,8 @@ def progress(records: list[dict[str, Any]], seconds: float) -> str:
 
 def test_env(hf_home: Path, pycache: Path = LAYOUT.pycache) -> dict[str, str]:
     env = {
-        **os.environ,
-        "VLLM_TARGET_DEVICE": "cpu",
-        "CUDA_VISIBLE_DEVICES": "",
-        "HF_HOME": str(hf_home),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
+        **os.environ, "VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "",
+        "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
         # humming, which vLLM's model runner imports, starts two Python
         # processes at import to build its CUDA launcher in the background;
         # without a GPU they fail, after the test process has exited.
@@ -138,7 +133,7 @@ def test_env(hf_home: Path, pycache: Path = LAYOUT.pycache) -> dict[str, str]:
         # Base and fork run side by side; one torch thread each is a third
         # faster on two cores than letting them contend.
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-    }
+    }  # fmt: skip
     return compiling_once(env, pycache)
 
 
@@ -171,38 +166,30 @@ class Session:
         return Result.of(self.records, self.seconds)
 
     def collection_errors(self) -> list[str]:
-        return [
-            f"{r['nodeid']}: {r.get('message', '')}"
-            for r in self.records
-            if r.get("when") == "collect" and r.get("outcome") == "failed"
-        ]
+        failed = [r for r in self.records if r.get("when") == "collect"]
+        return [f"{r['nodeid']}: {r.get('message', '')}" for r in failed]
 
 
-def run_pytest(
-    cmd: list[str], cwd: Path, env: dict[str, str], log: Path, label: str
-) -> Session:
+def run_pytest(cmd: list[str], cwd: Path, env: dict[str, str], log: Path,
+               label: str) -> Session:  # fmt: skip
     """Run `cmd` (python -m pytest ...) with the plugins, its output to `log`
     and its report next to it (`.jsonl`), a progress line every
     PROGRESS_EVERY seconds."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    report = log.with_suffix(".jsonl")
-    with log.open("w") as out:
-        line = shlex.join(cmd[1:])
-        out.write(f"{line}\n\n")
-        out.flush()
-        shown = line if len(line) < 400 else f"{line[:400]} ..."
-        print(f"[{label}] {shown}  (log: {log})", flush=True)
-        full = [*cmd, *report_args(report)]
-        start = time.monotonic()
+    report, line = log.with_suffix(".jsonl"), shlex.join(cmd[1:])
+    log.write_text(f"{line}\n\n")
+    shown = line if len(line) < 400 else f"{line[:400]} ..."
+    print(f"[{label}] {shown}  (log: {log})", flush=True)
+    with log.open("a") as out:
+        start, full = time.monotonic(), [*cmd, *report_args(report)]
         proc = process.start(full, cwd=cwd, env=report_env(env), stdout=out, stderr=out)
         while True:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 status = proc.wait(timeout=PROGRESS_EVERY)
                 break
-            except subprocess.TimeoutExpired:
-                said = progress(read_report(report), time.monotonic() - start)
-                print(f"[{label}] {said}", flush=True)
-        return Session(status, read_report(report), log, time.monotonic() - start)
+            said = progress(read_report(report), time.monotonic() - start)
+            print(f"[{label}] {said}", flush=True)
+    return Session(status, read_report(report), log, time.monotonic() - start)
 
 
 def _digest(*roots: Path) -> str:
@@ -216,6 +203,12 @@ def _digest(*roots: Path) -> str:
     return digest.hexdigest()
 
 
+def _keep(path: Path | None, value: Any) -> None:
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(value))
+
+
 @dataclass(frozen=True)
 class Runner:
     """Everything a pytest run depends on besides the tree and its arguments."""
@@ -226,37 +219,29 @@ class Runner:
     excluded: dict[str, str]
     logs: Path
 
-    def _cached(
-        self,
-        kind: str,
-        tree: Path,
-        args: tuple[str, ...],
-        inputs: tuple[Path, ...] = (),
-    ) -> Path | None:
-        """Where the outcome of `kind` on this clean tree is kept; None if dirty.
-        `inputs` are files outside the tree that the run reads (fork_tests/)."""
+    def _cached(self, kind: str, tree: Path, args: tuple[str, ...],
+                inputs: tuple[Path, ...] = ()) -> tuple[Any, Path | None]:  # fmt: skip
+        """The outcome of `kind` kept for this clean tree (None if none) and where
+        it is kept (None if dirty). `inputs` are files outside the tree that the
+        run reads (fork_tests/)."""
         if git(tree, "status", "--porcelain").stdout:  # its content is unknown
-            return None
+            return None, None
         content = git(tree, "rev-parse", "HEAD^{tree}").stdout.strip()
         inputs_id = _digest(self.fixtures, *inputs)
         key = [CACHE_FORMAT, kind, content, args, self.excluded, inputs_id]
-        text = json.dumps([*key, venv_id(self.venv)])
-        return (
-            cache_dir()
-            / "results"
-            / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
-        )
+        text = json.dumps([*key, venv_id(self.venv)]).encode()
+        path = cache_dir() / "results" / f"{hashlib.sha256(text).hexdigest()}.json"
+        return (json.loads(path.read_text()) if path.exists() else None), path
 
     def arguments(self, tree: Path, args: tuple[str, ...]) -> list[str]:
         """pytest's arguments (after `python -m pytest`) for `args` in `tree`."""
         # Paths the tree lacks (a test file a later patch adds) are left out.
-        args = tuple(
-            a
-            for a in args
-            if not a.startswith("tests/") or (tree / a.split("::")[0]).exists()
-        )
-        deselect = [f"--deselect={test}" for test in self.excluded]
-        return ["-p", "no:cacheprovider", *deselect, *args]
+        tests = {a: tree / a.split("::")[0] for a in args if a.startswith("tests/")}
+        kept = [a for a in args if a not in tests or tests[a].exists()]
+        return ["-p", "no:cacheprovider", *self._deselect(), *kept]
+
+    def _deselect(self) -> list[str]:
+        return [f"--deselect={test}" for test in self.excluded]
 
     def _pytest(self, tree: Path, args: tuple[str, ...], label: str) -> Session:
         # `python -m pytest` puts the working directory first on sys.path,
@@ -267,34 +252,24 @@ class Runner:
 
     def collect(self, tree: Path, args: tuple[str, ...], label: str) -> list[str]:
         """The test ids `args` select in `tree` (pytest --collect-only)."""
-        cached = self._cached("collect", tree, args)
-        if cached and cached.exists():
-            return list(json.loads(cached.read_text()))
+        ids, path = self._cached("collect", tree, args)
+        if ids is not None:
+            return list(ids)
         session = self._pytest(tree, (*args, "--collect-only", "-q"), label)
-        print(
-            f"[{label}] collected in {session.seconds:.0f} s (log: {session.log})",
-            flush=True,
-        )
+        took = f"{session.seconds:.0f} s (log: {session.log})"
+        print(f"[{label}] collected in {took}", flush=True)
         collected = [r for r in session.records if r.get("event") == "collected"]
         if session.status not in (0, 5) or not collected:  # 5: nothing collected
             errors = "".join(f"\n  {e}" for e in session.collection_errors()[:5])
-            raise ForkToolError(
-                f"pytest could not collect {label}; see {session.log}{errors}"
-            )
-        ids: list[str] = collected[0]["ids"]
-        if cached:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_text(json.dumps(ids))
-        return ids
+            raise ForkToolError(f"pytest could not collect {label}; "
+                                f"see {session.log}{errors}")  # fmt: skip
+        _keep(path, ids := collected[0]["ids"])
+        return list(ids)
 
     def run(
-        self,
-        tree: Path,
-        args: tuple[str, ...],
-        label: str,
-        inputs: tuple[Path, ...] = (),
-        expected: tuple[str, ...] = (),
-    ) -> Result:
+        self, tree: Path, args: tuple[str, ...], label: str,
+        inputs: tuple[Path, ...] = (), expected: tuple[str, ...] = (),
+    ) -> Result:  # fmt: skip
         """Run pytest with `args` in `tree`, which is what `import vllm` loads.
 
         `inputs` are files outside the tree that the run reads (fork_tests/).
@@ -302,30 +277,24 @@ class Runner:
         `expected` (node ids, or their prefixes, that must or may fail in
         `tree`) does not name: that failure may be flaky.
         """
-        cached = self._cached("run", tree, args, inputs)
-        if cached and cached.exists():
-            return Result(**{**json.loads(cached.read_text()), "cached": True})
+        kept, path = self._cached("run", tree, args, inputs)
+        if kept is not None:
+            return Result(**{**kept, "cached": True})
         session = self._pytest(tree, (*args, "-v", "-rfE"), label)
         result = session.result()
         if not result.outcomes:
-            print(
-                f"[{label}] no test ran (exit status {session.status}); "
-                f"see {session.log}",
-                flush=True,
-            )
+            said = f"no test ran (exit status {session.status}); see {session.log}"
+            print(f"[{label}] {said}", flush=True)
         failed = result.with_outcome("failed", "error")
-        unexpected = [test for test in failed if not test.startswith(expected)]
-        if cached and result.outcomes and not unexpected:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_text(json.dumps(asdict(result)))
+        if result.outcomes and all(test.startswith(expected) for test in failed):
+            _keep(path, asdict(result))
         return result
 
     def command(self, args: tuple[str, ...]) -> str:
         """How to run `args` by hand from a tree's root, as this runner does."""
-        deselect = [f"--deselect={test}" for test in self.excluded]
-        pytest = ["python", "-m", "pytest", "-q", *deselect, *args]
-        shown = "HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES='' VLLM_TARGET_DEVICE=cpu "
-        return shown + shlex.join(pytest)
+        pytest = ["python", "-m", "pytest", "-q", *self._deselect(), *args]
+        env = "HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES='' VLLM_TARGET_DEVICE=cpu"
+        return f"{env} {shlex.join(pytest)}"
 
 
 def failures(result: Result, most: int | None = None, tails: bool = False) -> str:

@@ -31,14 +31,12 @@ class Selection:
     @classmethod
     def load(cls, path: Path) -> Selection:
         data = tomllib.loads(path.read_text())
-        regression = data["regression"]
+        reg = data["regression"]
         return cls(
-            {r["name"]: tuple(r["args"]) for r in data["run"]},
-            tuple(regression["args"]),
-            tuple(regression.get("fork_tests", ())),
-            frozenset(regression["fails_on_base"]),
+            {r["name"]: tuple(r["args"]) for r in data["run"]}, tuple(reg["args"]),
+            tuple(reg.get("fork_tests", ())), frozenset(reg["fails_on_base"]),
             tuple(data["gpu_only"]["args"]),
             {e["test"]: e["reason"] for e in data.get("exclude", [])},
-            tuple(regression.get("not_on_base", ())),
-            {e["test"]: e["patch"] for e in regression.get("fork_tests_from", [])},
-        )
+            tuple(reg.get("not_on_base", ())),
+            {e["test"]: e["patch"] for e in reg.get("fork_tests_from", [])},
+        )  # fmt: skip

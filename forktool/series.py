@@ -39,8 +39,19 @@ def read_series(patches: Path) -> list[Path]:
     missing = [n for n in names if not (patches / n).is_file()]
     if missing:
         raise ForkToolError(f"{series} lists missing patch files: {', '.join(missing)}")
-    for name in names:
-        _refuse_merged_patch(patches / name)
+    for patch in (patches / n for n in names):
+        # Merged as text, a patch no longer applies; the fork is where two
+        # versions of a patch are merged.
+        line = _conflict_line(patch.read_bytes().decode(errors="replace"))
+        if line is not None:
+            raise ForkToolError(
+                f"{patch} holds an unresolved merge (git's conflict markers, from "
+                f"line {line}). Merge a patch in the fork, not as text: take one "
+                f"side with `git checkout --ours -- {patch}` (or --theirs), run "
+                "`python3 -m forktool sync`, make the other side's change in "
+                "build/vllm, `python3 -m forktool export`, then `git add patches/` "
+                "and commit the merge."
+            )
     orphans = sorted(set(on_disk) - set(names))
     if orphans:
         raise ForkToolError(
@@ -63,7 +74,14 @@ def _names(series: Path) -> list[str]:
             f"{series} has CRLF (Windows) line endings: make them LF, e.g. "
             f"`sed -i 's/\\r$//' {series}`"
         )
-    _refuse_merge_conflict(series)
+    line = _conflict_line(series.read_text())
+    if line is not None:
+        raise ForkToolError(
+            f"{series} holds an unresolved merge (git's conflict markers, from "
+            f"line {line}): resolve it first, keeping each side's patches that "
+            "should stay, each once, in the order to apply them, and no marker "
+            f"lines; then `git add {series}` and run the command again."
+        )
     names = [line.split("#", 1)[0].strip() for line in data.decode().splitlines()]
     for name in filter(None, names):
         if "/" in name or name in (".", ".."):
@@ -83,35 +101,12 @@ def _conflict_line(text: str) -> int | None:
     return None if found is None else text.count("\n", 0, found.start()) + 1
 
 
-def _refuse_merge_conflict(series: Path) -> None:
-    """A merge of patches/ that git left unresolved: both sides' lists, with
-    git's conflict markers, are in the file."""
-    line = _conflict_line(series.read_text())
-    if line is not None:
-        raise ForkToolError(
-            f"{series} holds an unresolved merge (git's conflict markers, from "
-            f"line {line}): resolve it first, keeping each side's patches that "
-            "should stay, each once, in the order to apply them, and no marker "
-            f"lines; then `git add {series}` and run the command again."
-        )
-
-
-def _refuse_merged_patch(patch: Path) -> None:
-    """A patch file git left with conflict markers: merged as text, it no
-    longer applies; the fork is where two versions of a patch are merged."""
-    line = _conflict_line(patch.read_bytes().decode(errors="replace"))
-    if line is not None:
-        raise ForkToolError(
-            f"{patch} holds an unresolved merge (git's conflict markers, from line "
-            f"{line}). Merge a patch in the fork, not as text: take one side with "
-            f"`git checkout --ours -- {patch}` (or --theirs), run `python3 -m "
-            "forktool sync`, make the other side's change in build/vllm, `python3 "
-            "-m forktool export`, then `git add patches/` and commit the merge."
-        )
+def series_text(names: list[str]) -> str:
+    return HEADER + "".join(f"{n}\n" for n in names)
 
 
 def write_series(patches: Path, names: list[str]) -> None:
-    (patches / "series").write_text(HEADER + "".join(f"{n}\n" for n in names))
+    (patches / "series").write_text(series_text(names))
 
 
 @dataclass(frozen=True)
@@ -157,14 +152,11 @@ def _subject(header: str) -> str:
     return subject.removeprefix("[PATCH] ").strip()
 
 
-FORMAT_PATCH = [
-    "format-patch",
-    "--no-signature",  # no trailing git version
-    "--zero-commit",  # commit ids change whenever the fork is rebuilt
-    "--no-numbered",  # "[PATCH]": adding a patch leaves the others unchanged
-    "--full-index",  # abbreviated ids grow with the repository
-    "--stat=80",
-]
+# No trailing git version; no commit ids (they change whenever the fork is
+# rebuilt); "[PATCH]", unnumbered: adding a patch leaves the others unchanged;
+# full blob ids (abbreviated ones grow with the repository).
+FORMAT_PATCH = ["format-patch", "--no-signature", "--zero-commit", "--no-numbered",
+                "--full-index", "--stat=80"]  # fmt: skip
 
 
 def format_patches(fork: Path, out: Path, *revs: str) -> list[Path]:
@@ -180,9 +172,7 @@ def fork_patches(fork: Path, *revs: str) -> list[PatchInfo]:
         return [describe(path) for path in format_patches(fork, Path(tmp), *revs)]
 
 
-_PATHS = re.compile(
-    r"^(?:diff --git a/(.*) b/|(?:rename|copy) (?:from|to) )(.*)$", re.M
-)
+PATHS = r"^(?:diff --git a/(.*) b/|(?:rename|copy) (?:from|to) )(.*)$"
 
 
 def touched(patches: list[Path]) -> set[str] | None:
@@ -194,5 +184,7 @@ def touched(patches: list[Path]) -> set[str] | None:
         text = patch.read_text(errors="replace")
         if re.search(r'^diff --git "', text, re.M):
             return None
-        found |= {path for pair in _PATHS.findall(text) for path in pair if path}
+        found |= {
+            path for pair in re.findall(PATHS, text, re.M) for path in pair if path
+        }
     return found

@@ -29,7 +29,7 @@ class State(Enum):
     BOTH = "changed on both sides"
 
 
-L, B, X = State.LOCAL, State.BEHIND, State.BOTH
+S, L, B, X = State.SAME, State.LOCAL, State.BEHIND, State.BOTH
 
 
 class Change(Enum):
@@ -67,6 +67,9 @@ class Entry:
     fork: str | None
 
 
+Record = list[Entry] | None  # the last agreed series; None: a fork without one
+
+
 @dataclass(frozen=True)
 class Item:
     change: Change
@@ -77,16 +80,10 @@ class Item:
     # 0-based position of the fork's commit, if the fork has the patch.
     fork_at: int | None = None
 
-    @property
-    def kind(self) -> State:
-        return self.change.state
-
     def line(self, advice: bool = True) -> str:
         patch = self.series or self.fork
-        what, why = self.change.what, self.change.advice
-        return f"  {patch.name if patch else '(order)'}: {what}" + (
-            f" ({why})" if advice and why else ""
-        )
+        why = f" ({self.change.advice})" if advice and self.change.advice else ""
+        return f"  {patch.name if patch else '(order)'}: {self.change.what}{why}"
 
 
 BEFORE_EXPORT = "forktool-before-export"
@@ -99,7 +96,7 @@ def write_whole(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def load_record(fork: Path) -> list[Entry] | None:
+def load_record(fork: Path) -> Record:
     """The last agreed series, or None for a fork without a record."""
     path = fork / ".git" / "forktool-synced"
     if not path.exists():
@@ -121,9 +118,7 @@ def save_before_export(fork: Path, fingerprints: list[str]) -> None:
         path.unlink(missing_ok=True)
 
 
-def undone_export(
-    fork: Path, series: list[PatchInfo], record: list[Entry] | None
-) -> bool:
+def undone_export(fork: Path, series: list[PatchInfo], record: Record) -> bool:
     """Whether the series is back to what the last export replaced (patches/
     checked out, stashed or reset after it), not what the export wrote."""
     path = fork / ".git" / BEFORE_EXPORT
@@ -140,44 +135,33 @@ class Standing:
     pairs: list[tuple[int, int]]
 
     def of(self, *kinds: State) -> list[Item]:
-        return [item for item in self.items if item.kind in kinds]
+        return [item for item in self.items if item.change.state in kinds]
 
     def report(self, *kinds: State, advice: bool = True) -> str:
         return "\n".join(item.line(advice) for item in self.of(*kinds))
 
     @property
-    def changed(self) -> bool:
-        return bool(self.of(State.LOCAL, State.BEHIND, State.BOTH))
-
-    @property
     def diverged(self) -> bool:
         """Both sides changed: `sync` and `export` both refuse (exit status 3)."""
-        return bool(self.of(State.BOTH)) or bool(
-            self.of(State.LOCAL) and self.of(State.BEHIND)
-        )
+        return bool(self.of(B, X)) and bool(self.of(L, X))
 
     def applied_prefix(self, series_len: int) -> int | None:
         """m when the fork is the series' first m patches (some perhaps changed
         in the fork) and every later patch only waits to be applied."""
         m = len(self.pairs)
-        if self.pairs != [(i, i) for i in range(m)] or self.of(State.BOTH):
-            return None
-        for item in self.items:
-            if item.fork and (
-                item.kind not in (State.SAME, State.LOCAL) or not item.series
-            ):
-                return None
         tail = [item for item in self.items if item.number > m and item.series]
-        if any(item.kind != State.BEHIND or item.fork for item in tail):
-            return None
-        if len(tail) != series_len - m or self.of(State.LOCAL) and not tail:
-            return None
-        return m
+        ok = (
+            self.pairs == [(i, i) for i in range(m)]
+            and not self.of(X)
+            and all(i.series and i.change.state in (S, L) for i in self.items if i.fork)
+            and all(item.change.state is B and not item.fork for item in tail)
+            and len(tail) == series_len - m
+            and bool(tail or not self.of(L))
+        )
+        return m if ok else None
 
 
-def compare(
-    fork: list[PatchInfo], series: list[PatchInfo], record: list[Entry] | None
-) -> Standing:
+def compare(fork: list[PatchInfo], series: list[PatchInfo], record: Record) -> Standing:
     """Classify every patch of the fork and the series; see the module doc."""
     entries = record or []
     rec_pairs = {(e.series, e.fork) for e in entries}
@@ -223,62 +207,40 @@ def compare(
         and (s.fingerprint == e.series or s.fingerprint not in rec_series)
     }
     pair(lambda f, s: (f.name, s.name) in replaced, changed)
-    items += _unpaired(fork, series, free_f, free_s, entries, rec_series, rec_fork)
-    items += _order(fork, series, entries if record is not None else None, pairs)
-    items.sort(key=lambda item: (item.number, item.fork is None))
-    pairs.sort()
-    return Standing(items, pairs)
-
-
-def _unpaired(
-    fork: list[PatchInfo],
-    series: list[PatchInfo],
-    free_f: set[int],
-    free_s: set[int],
-    entries: list[Entry],
-    rec_series: set[str],
-    rec_fork: set[str],
-) -> list[Item]:
-    """The patches left without a partner: dropped on one side (the record
-    had them), dropped on one side and changed on the other (the record had
-    its subject applied, neither side has the recorded version), or only on
-    one side."""
+    # Left without a partner: dropped on one side (the record had it), dropped
+    # on one side and changed on the other (the record had its subject applied,
+    # neither side has the recorded version), or only on one side.
     rec_applied = {e.series for e in entries if e.fork}
     on_both = {p.fingerprint for p in (*fork, *series)}
     gone = {
         e.subject for e in entries if e.fork and {e.series, e.fork}.isdisjoint(on_both)
     }
-    items = []
     for fi in sorted(free_f):
-        if fork[fi].fingerprint in rec_fork:
-            change = Change.DROPPED_FROM_SERIES
-        elif fork[fi].subject in gone:
-            change = Change.CHANGED_IN_FORK_DROPPED_FROM_SERIES
-        else:
-            change = Change.ONLY_IN_FORK
-        items.append(Item(change, fork=fork[fi], number=fi + 1, fork_at=fi))
+        f = fork[fi]
+        change = (
+            Change.DROPPED_FROM_SERIES if f.fingerprint in rec_fork
+            else Change.CHANGED_IN_FORK_DROPPED_FROM_SERIES if f.subject in gone
+            else Change.ONLY_IN_FORK
+        )  # fmt: skip
+        items.append(Item(change, fork=f, number=fi + 1, fork_at=fi))
     for si in sorted(free_s):
-        if series[si].fingerprint in rec_applied:
-            change = Change.DROPPED_IN_FORK
-        elif series[si].fingerprint in rec_series:
-            change = Change.NOT_APPLIED
-        elif series[si].subject in gone:
-            change = Change.CHANGED_IN_SERIES_DROPPED_IN_FORK
-        else:
-            change = Change.ONLY_IN_SERIES
-        items.append(Item(change, series=series[si], number=si + 1))
-    return items
+        s = series[si]
+        change = (
+            Change.DROPPED_IN_FORK if s.fingerprint in rec_applied
+            else Change.NOT_APPLIED if s.fingerprint in rec_series
+            else Change.CHANGED_IN_SERIES_DROPPED_IN_FORK if s.subject in gone
+            else Change.ONLY_IN_SERIES
+        )  # fmt: skip
+        items.append(Item(change, series=s, number=si + 1))
+    items += _order(fork, series, record, sorted(pairs))
+    items.sort(key=lambda item: (item.number, item.fork is None))
+    return Standing(items, sorted(pairs))
 
 
-def _order(
-    fork: list[PatchInfo],
-    series: list[PatchInfo],
-    record: list[Entry] | None,
-    pairs: list[tuple[int, int]],
-) -> list[Item]:
+def _order(fork: list[PatchInfo], series: list[PatchInfo], record: Record,
+           pairs: list[tuple[int, int]]) -> list[Item]:  # fmt: skip
     """One item when the patches both sides have are in another order."""
-    by_fork = [si for _, si in sorted(pairs)]
-    if by_fork == sorted(by_fork):
+    if [si for _, si in pairs] == sorted(si for _, si in pairs):
         return []
     where = {e.series: i for i, e in enumerate(record or [])}
     where |= {e.fork: i for i, e in enumerate(record or []) if e.fork}
@@ -287,15 +249,11 @@ def _order(
         known = [i for i in seq if i is not None]
         return known != sorted(known)
 
-    fork_seq = [where.get(fork[fi].fingerprint) for fi, _ in sorted(pairs)]
-    series_seq = [
-        where.get(series[si].fingerprint) for _, si in sorted(pairs, key=lambda p: p[1])
-    ]
-    in_fork, in_series = reordered(fork_seq), reordered(series_seq)
-    if record is not None and in_fork and not in_series:
-        change = Change.REORDERED_IN_FORK
-    elif record is not None and in_series and not in_fork:
-        change = Change.REORDERED_IN_SERIES
+    in_fork = reordered([where.get(fork[fi].fingerprint) for fi, _ in pairs])
+    by_series = sorted(pairs, key=lambda p: p[1])
+    in_series = reordered([where.get(series[si].fingerprint) for _, si in by_series])
+    if record is not None and in_fork != in_series:
+        change = Change.REORDERED_IN_FORK if in_fork else Change.REORDERED_IN_SERIES
     else:
         change = Change.OTHER_ORDER
     return [Item(change, number=len(series) + 1)]

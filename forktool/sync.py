@@ -16,21 +16,13 @@ from datetime import UTC, datetime
 from email.utils import parseaddr
 from pathlib import Path
 
-from forktool import journal
+from forktool import journal, status
 from forktool.advice import SYNCED, linearise, refusal
 from forktool.apply import apply, create_base, head_subject, missing
 from forktool.process import BASE_TAG, ConflictError, ForkToolError, git, subject
 from forktool.safety import ensure_safe
 from forktool.series import PatchInfo, describe, fork_patches, read_series, touched
-from forktool.status import (
-    Entry,
-    Standing,
-    State,
-    compare,
-    load_record,
-    save_record,
-    undone_export,
-)
+from forktool.status import Entry, Record, Standing, State, compare
 from forktool.verify import unexportable
 
 
@@ -56,7 +48,7 @@ def _entries(
 
 def save(fork: Path, entries: list[Entry], agreed: bool) -> None:
     """Record the series; `agreed`: the fork is the series, patch by patch."""
-    save_record(fork, entries)
+    status.save_record(fork, entries)
     if agreed:
         git(fork, "update-ref", SYNCED, "HEAD")
 
@@ -64,54 +56,42 @@ def save(fork: Path, entries: list[Entry], agreed: bool) -> None:
 def known_record(fork: Path, have: list[PatchInfo], patches_dir: Path) -> list[Entry]:
     """The fork's record; for a fork made before records existed, the fork's
     patches that this repository ever committed count as synced from it."""
-    record = load_record(fork)
+    record = status.load_record(fork)
     if record is not None:
         return record
     committed = committed_fingerprints(patches_dir)
-    return [
-        Entry(p.subject, p.fingerprint, p.fingerprint)
-        for p in have
-        if p.fingerprint in committed
-    ]
+    return [Entry(p.subject, f, f) for p in have if (f := p.fingerprint) in committed]
 
 
-def committed_fingerprints(patches_dir: Path, limit: int = 200) -> set[str]:
-    """Fingerprints of the patch files in the last `limit` commits of patches/."""
-    if git(patches_dir, "rev-parse", "-q", "--verify", "HEAD", check=False).returncode:
+def committed_fingerprints(patches_dir: Path) -> set[str]:
+    """Fingerprints of the patch files in the last 200 commits of patches/."""
+    at = patches_dir
+    if git(at, "rev-parse", "-q", "--verify", "HEAD", check=False).returncode:
         return set()
-    commits = git(patches_dir, "rev-list", f"-{limit}", "HEAD", "--", ".").stdout
-    blobs = set()
-    for commit in commits.split():
-        tree = git(patches_dir, "ls-tree", commit, "--", ".").stdout
-        for line in tree.splitlines():
-            info, name = line.split("\t", 1)
-            if name.endswith(".patch"):
-                blobs.add((info.split()[2], name))
-    found = set()
-    for blob, name in blobs:
-        data = git(patches_dir, "cat-file", "blob", blob, binary=True).stdout
-        found.add(describe(Path(name), data).fingerprint)
-    return found
+    blobs = {
+        (info.split()[2], name)
+        for commit in git(at, "rev-list", "-200", "HEAD", "--", ".").stdout.split()
+        for line in git(at, "ls-tree", commit, "--", ".").stdout.splitlines()
+        for info, name in [line.split("\t", 1)]
+        if name.endswith(".patch")
+    }
+    return {
+        describe(Path(name), git(at, "cat-file", "blob", blob, binary=True).stdout)
+        .fingerprint for blob, name in blobs
+    }  # fmt: skip
 
 
 def sync(
-    fork: Path,
-    patches_dir: Path,
-    author: str,
-    base_message: str,
-    sdist: Callable[[], Path],
-    generated: tuple[str, ...] = (),
-    force: bool = False,
-    log: Path | None = None,
+    fork: Path, patches_dir: Path, author: str, base_message: str,
+    sdist: Callable[[], Path], generated: tuple[str, ...] = (), force: bool = False,
     selection: Path | None = None,
-) -> str:
+) -> str:  # fmt: skip
     """Bring `fork` to base + series without ever dropping work; say what was
     done. `selection` (upstream-tests.toml) names paths the fork must have."""
     made = (fork / ".git").exists()
     recovered = journal.recover(fork) if made else None
-    log = log or fork.parent / "logs" / "sync-git-am.log"
     job = _Sync(fork, read_series(patches_dir), author, base_message, sdist,
-                generated, log, selection)  # fmt: skip
+                generated, selection)  # fmt: skip
     if not made:
         if fork.exists() and any(fork.iterdir()):
             raise ForkToolError(f"{fork} exists but is not a fork tree; move it away")
@@ -144,7 +124,7 @@ def sync(
                 + refusal(fork, standing, "sync", len(job.paths))
             )
         done = job.move_base()
-    elif undone_export(fork, job.series, record) and not force:
+    elif status.undone_export(fork, job.series, record) and not force:
         raise ForkToolError(_undone(fork, standing))
     else:
         done = job.same_base(standing, record, force)
@@ -174,13 +154,12 @@ class _Sync:
 
     def __init__(
         self, fork: Path, paths: list[Path], author: str, base_message: str,
-        sdist: Callable[[], Path], generated: tuple[str, ...], log: Path,
-        selection: Path | None,
+        sdist: Callable[[], Path], generated: tuple[str, ...], selection: Path | None,
     ) -> None:  # fmt: skip
-        self.fork, self.paths, self.author, self.log = fork, paths, author, log
-        self.series = [describe(path) for path in paths]
-        self.base_message, self.sdist, self.generated = base_message, sdist, generated
-        self.selection = selection
+        self.fork, self.paths, self.author, self.sdist = fork, paths, author, sdist
+        self.base_message, self.generated = base_message, generated
+        self.selection, self.series = selection, [describe(path) for path in paths]
+        self.log = fork.parent / "logs" / "sync-git-am.log"
 
     def lacking(self) -> str:
         """A note on the paths the series names that the fork lacks, if any."""
@@ -204,7 +183,7 @@ class _Sync:
         self.base(partial)
         error = None
         try:
-            apply(partial, self.paths, self.author, self.log, shown=self.fork)
+            apply(partial, self.paths, self.author, self.log, self.fork)
         except ForkToolError as e:
             error = e
         entries = _entries(self.series, [], fork_patches(partial))
@@ -228,8 +207,8 @@ class _Sync:
         stage = journal.begin(fork, start, touched(self.paths[m:]))
         error = None
         try:
-            apply(stage, self.paths[m:], self.author, self.log, m + 1, shown=fork,
-                  env=journal.SPARSE)  # fmt: skip
+            apply(stage, self.paths[m:], self.author, self.log, fork, m + 1,
+                  journal.SPARSE)  # fmt: skip
         except ForkToolError as e:
             error = e
         have = fork_patches(stage, f"{base or BASE_TAG}..HEAD")
@@ -244,29 +223,25 @@ class _Sync:
             raise error
         return self.lacking()
 
-    def same_base(
-        self, standing: Standing, record: list[Entry] | None, force: bool
-    ) -> str:
+    def same_base(self, standing: Standing, record: Record, force: bool) -> str:
         """sync on the pinned base: apply what the series added, or rebuild."""
         fork, paths, run = self.fork, self.paths, self.run
-        if not standing.changed:
-            entries = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
-            save(fork, entries, agreed=True)
+        if not standing.of(State.LOCAL, State.BEHIND, State.BOTH):
+            save(fork, _kept(standing, record), agreed=True)
             return f"{fork} is up to date with the series ({len(paths)} patches)"
         if force:
-            backup = _backup_name(fork)
-            lacking = run(BASE_TAG, backup=backup)
-            return f"rebuilt {fork} from the series; old commits on branch " + (
-                f"{backup}{lacking}"
-            )
+            lacking = run(BASE_TAG, backup=(backup := _backup_name(fork)))
+            done = f"rebuilt {fork} from the series; old commits on branch {backup}"
+            return done + lacking
         m = standing.applied_prefix(len(paths))
         if m is not None:
-            kept = [_entry(standing, fi, si, record) for fi, si in standing.pairs]
+            kept = _kept(standing, record)
             local = standing.of(State.LOCAL)
             lacking = run("HEAD", kept, local=bool(local))
             text = f"applied {len(paths) - m} patches of the series to {fork}:"
+            was = {i.series.name: i.change.what for i in standing.items if i.series}
             text += "".join(
-                f"\n  {p.name}: applied; it was {_why(standing, p.name)}"
+                f"\n  {p.name}: applied; it was {was.get(p.name, 'not applied yet')}"
                 for p in paths[m:]
             )
             if local:
@@ -317,20 +292,18 @@ class _Sync:
         return f"{moved}\nAll patches of the series apply.{lacking}"
 
 
-def _why(standing: Standing, name: str) -> str:
-    """What `standing` says of the series patch `name`."""
-    found = [i for i in standing.items if i.series and i.series.name == name]
-    return found[0].change.what if found else "not applied yet"
-
-
-def _entry(standing: Standing, fi: int, si: int, record: list[Entry] | None) -> Entry:
-    """The record of a patch both sides have: as it is now if it is the same,
-    else as it was recorded, so that a change in the fork stays local work."""
-    item = next(i for i in standing.items if i.series and i.fork and i.fork_at == fi)
-    assert item.series and item.fork
-    if item.kind is State.SAME:
-        return Entry(
-            item.series.subject, item.series.fingerprint, item.fork.fingerprint
-        )
-    old = [e for e in record or [] if e.series == item.series.fingerprint]
-    return old[0] if old else Entry(item.series.subject, item.series.fingerprint, None)
+def _kept(standing: Standing, record: Record) -> list[Entry]:
+    """The record of the patches both sides have, in the fork's order: as they
+    are now where the same, else as recorded, so that a change in the fork
+    stays local work."""
+    entries = []
+    for fi, _ in standing.pairs:
+        item = next(i for i in standing.items if i.fork_at == fi)
+        assert item.series and item.fork
+        s = item.series
+        old = [e for e in record or [] if e.series == s.fingerprint]
+        if item.change.state is State.SAME:
+            entries.append(Entry(s.subject, s.fingerprint, item.fork.fingerprint))
+        else:
+            entries.append(old[0] if old else Entry(s.subject, s.fingerprint, None))
+    return entries

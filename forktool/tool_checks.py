@@ -17,11 +17,11 @@ from forktool.venv import python
 
 # The tool's own code, which ruff and mypy check (pyproject.toml configures both).
 CODE = ("forktool", "evidence", "fork_tests", "fuzz", "tests", "bench")
+TOOL = "python3 -m forktool"
 
 
-def repo_pytest(
-    venv: Path, *args: str, label: str = "tool-tests", **added: str
-) -> Session:
+def repo_pytest(venv: Path, *args: str, label: str = "tool-tests",
+                **added: str) -> Session:  # fmt: skip
     """This repository's own tests, in the fork's venv (pytest, vLLM for fuzz),
     through the runner (output in build/logs/`label`.log); `added` to the
     environment."""
@@ -34,34 +34,28 @@ def measured(session: Session, *args: str) -> Measured:
     """What a run of this repository's tests measured: the counts, and as
     the excerpt, the command with each failure's message and the counts."""
     result = session.result()
-    said = failures(result, most=20)
-    print(said)
+    print(said := failures(result, most=20))
     shown = shlex.join(["python", "-m", "pytest", "-q", *args])
     ok = session.status == 0 and bool(result.outcomes)
     return Measured(ok, dict(result.counts()), {"output": f"$ {shown}\n{said}"})
 
 
-def tool_tests(ctx: Context) -> Measured:
-    return measured(repo_pytest(ctx.venv, "tests"), "tests")
-
-
 def code_check(venv: Path, *commands: list[str]) -> Measured:
     """Each command, a program of the venv run from this repository; passes
     when every one exits 0. The excerpt is each command and its output's tail."""
-    codes, shown = [], []
+    ok, shown = True, []
     for program, *args in commands:
         binary = venv / "bin" / program
-        cmd = [str(binary), *args]
         if binary.exists():
-            code, output = process.tee(cmd, LAYOUT.root)
+            code, output = process.tee([str(binary), *args], LAYOUT.root)
         else:
             code, output = 1, f"{binary} is missing: the venv lacks {program}"
             print(output)
-        codes.append(code)
+        ok = ok and code == 0
         tail = "\n".join(output.strip().splitlines()[-15:])
         where = os.path.relpath(binary, LAYOUT.root)
         shown.append(f"$ {shlex.join([where, *args])}\n{tail}")
-    return Measured(not any(codes), excerpts={"output": "\n".join(shown)})
+    return Measured(ok, excerpts={"output": "\n".join(shown)})
 
 
 def export_check(ctx: Context) -> Measured:
@@ -71,33 +65,19 @@ def export_check(ctx: Context) -> Measured:
     except ForkToolError as e:
         said, ok = str(e), False
     print(said)
-    shown = "python3 -m forktool export --check"
-    return Measured(ok, excerpts={"output": f"$ {shown}\n{said}"})
+    return Measured(ok, excerpts={"output": f"$ {TOOL} export --check\n{said}"})
 
 
-VENV_SELF_CHECK = Check(
-    "venv-self-check",
-    "venv self-check",
-    SETUP,
-    lambda ctx: ctx.self_check,
-    in_setup=True,
-    required=True,
-)
-TOOL_TESTS = Check("tool-tests", "tool tests", TEST, tool_tests)
-RUFF = Check(
-    "ruff",
-    "ruff on the tool's code",
-    TEST,
-    lambda ctx: code_check(
-        ctx.venv, ["ruff", "check", *CODE], ["ruff", "format", "--check", *CODE]
-    ),
-)
-# Its files and settings are pyproject.toml's [tool.mypy].
-MYPY = Check(
-    "mypy", "mypy on the tool's code", TEST, lambda ctx: code_check(ctx.venv, ["mypy"])
-)
-EXPORT_CHECK = Check(
-    "export-check", "patches/ as export writes them", TEST, export_check
-)
-
-CHECKS = (VENV_SELF_CHECK, TOOL_TESTS, RUFF, MYPY, EXPORT_CHECK)
+CHECKS = (
+    Check("venv-self-check", "venv self-check", SETUP, lambda ctx: ctx.self_check,
+          in_setup=True, required=True),
+    Check("tool-tests", "tool tests", TEST,
+          lambda ctx: measured(repo_pytest(ctx.venv, "tests"), "tests")),
+    RUFF := Check("ruff", "ruff on the tool's code", TEST, lambda ctx: code_check(
+        ctx.venv, ["ruff", "check", *CODE], ["ruff", "format", "--check", *CODE])),
+    # Its files and settings are pyproject.toml's [tool.mypy].
+    MYPY := Check("mypy", "mypy on the tool's code", TEST,
+                  lambda ctx: code_check(ctx.venv, ["mypy"])),
+    EXPORT_CHECK := Check("export-check", "patches/ as export writes them", TEST,
+                          export_check),
+)  # fmt: skip

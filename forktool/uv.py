@@ -5,8 +5,6 @@ uv resolves from its own index settings (PyPI unless `UV_INDEX_URL`,
 `UV_DEFAULT_INDEX` or `uv.toml` say otherwise), never from pip's.
 """
 
-from __future__ import annotations
-
 import shutil
 import sys
 import tempfile
@@ -46,9 +44,8 @@ def run(uv: Path, *args: str) -> None:
     process.run([uv, *args], env=env, capture=False)
 
 
-def downloads(
-    uv: Path, requirement: str, python: str, platform: str
-) -> dict[str, tuple[str, str | None]]:
+def downloads(uv: Path, requirement: str, python: str, platform: str,
+              ) -> dict[str, tuple[str, str | None]]:  # fmt: skip
     """File name -> (URL, sha256 the index publishes) of each sdist and wheel
     the index serves for `requirement` (one exact version), as uv resolves
     it: no build, no venv."""
@@ -60,8 +57,5 @@ def downloads(
             str(spec), "-o", str(lock))  # fmt: skip
         packages = tomllib.loads(lock.read_text())["packages"]
     files = [f for p in packages for f in [p.get("sdist", {}), *p.get("wheels", [])]]
-    return {
-        f["url"].rsplit("/", 1)[-1]: (f["url"], f.get("hashes", {}).get("sha256"))
-        for f in files
-        if "url" in f
-    }
+    return {f["url"].rsplit("/", 1)[-1]: (f["url"], f.get("hashes", {}).get("sha256"))
+            for f in files if "url" in f}  # fmt: skip

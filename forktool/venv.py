@@ -8,8 +8,6 @@ live in the cache shared by the clones; `cache` removes only what no
 clone's pins use.
 """
 
-from __future__ import annotations
-
 import fcntl
 import hashlib
 import json
@@ -26,8 +24,8 @@ from forktool.layout import LAYOUT
 from forktool.pins import Pins, cache_dir, fetch, uv_binary
 from forktool.process import ForkToolError
 
+# Written last, holding the digest of the lock the venv was made from.
 COMPLETE = ".forktool-complete"
-"""Written last, holding the digest of the lock the venv was made from."""
 
 
 def python(venv: Path) -> str:
@@ -73,9 +71,8 @@ def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
     return venv
 
 
-def compiling_once(
-    env: dict[str, str], pycache: Path = LAYOUT.pycache
-) -> dict[str, str]:
+def compiling_once(env: dict[str, str], pycache: Path = LAYOUT.pycache,
+                   ) -> dict[str, str]:  # fmt: skip
     """`env` for a process of the venv that writes the bytecode of what it
     imports to `pycache`, where later ones read it, rather than into the
     trees, which stay as git has them."""
@@ -89,9 +86,8 @@ def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
 
     def installed_from() -> Path | None:
         # Found rather than imported: importing vllm takes seconds.
-        where = (
-            "import importlib.util as u; s = u.find_spec('vllm'); print(s and s.origin)"
-        )
+        where = "import importlib.util as u; s = u.find_spec('vllm'); "
+        where += "print(s and s.origin)"
         found = process.run([python(venv), "-c", where], cwd="/", check=False)
         origin = found.stdout.strip()
         bad = found.returncode != 0 or origin in ("", "None")
@@ -101,17 +97,15 @@ def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
     if installed_from() == fork.resolve() and compiled.exists():
         print(f"vllm in {venv} is already the editable fork at {fork}")
         return
-    env = {
-        "VLLM_USE_PRECOMPILED": "1",
-        "VLLM_PRECOMPILED_WHEEL_LOCATION": str(fetch(pins, pins.wheel)),
-        # setuptools-scm would read the fork's own git history and invent a
-        # dev version; the fork is vLLM <version> plus patches.
-        "SETUPTOOLS_SCM_PRETEND_VERSION": pins.version,
-    }
-    cmd = [python(venv), "-m", "pip", "install", "--progress-bar", "off"]
-    cmd += ["--no-build-isolation", "--no-deps", "-e", str(fork)]
+    # setuptools-scm would read the fork's own git history and invent a dev
+    # version; the fork is vLLM <version> plus patches.
+    env = process.environ(VLLM_USE_PRECOMPILED="1",
+                          VLLM_PRECOMPILED_WHEEL_LOCATION=str(fetch(pins, pins.wheel)),
+                          SETUPTOOLS_SCM_PRETEND_VERSION=pins.version)  # fmt: skip
+    cmd = [python(venv), "-m", "pip", "install", "--progress-bar", "off",
+           "--no-build-isolation", "--no-deps", "-e", str(fork)]  # fmt: skip
     print("+", shlex.join(cmd), flush=True)
-    process.run(cmd, env=compiling_once(process.environ(**env)), capture=False)
+    process.run(cmd, env=compiling_once(env), capture=False)
     if installed_from() != fork.resolve():
         raise ForkToolError(f"vllm in {venv} does not import from {fork}")
 
@@ -143,8 +137,9 @@ def run_in(variables: dict[str, str], command: list[str], cwd: str = ".") -> int
     if executable is None:
         raise ForkToolError(f"{command[0]}: not found in {bin_dir} or on PATH")
     env = {**os.environ, **variables, "PATH": path}
-    cmd = [executable, *command[1:]]
-    return process.run(cmd, env=env, cwd=cwd, check=False, capture=False).returncode
+    ran = process.run([executable, *command[1:]], env=env, cwd=cwd, check=False,
+                      capture=False)  # fmt: skip
+    return ran.returncode
 
 
 def register_clone(repo: Path = LAYOUT.root) -> None:
@@ -157,11 +152,9 @@ def register_clone(repo: Path = LAYOUT.root) -> None:
     name = hashlib.sha256(str(repo).encode()).hexdigest()[:16]
     entry = cache_dir() / "clones" / f"{name}.json"
     text = json.dumps({"repo": str(repo)}) + "\n"
-    try:
+    with suppress(OSError, UnicodeDecodeError):
         if entry.read_text() == text:
             return
-    except (OSError, UnicodeDecodeError):
-        pass
     # `setup` notes the clone from two threads at once: one file each.
     part = entry.with_name(f".{entry.name}.{threading.get_native_id()}.part")
     try:
@@ -171,12 +164,9 @@ def register_clone(repo: Path = LAYOUT.root) -> None:
     except OSError as e:
         with suppress(OSError):
             part.unlink(missing_ok=True)
-        print(
-            f"warning: cannot note this clone in the cache: {e.filename or entry}: "
-            f"{e.strerror or e}; `cache` in another clone may count this clone's "
-            "downloads unused",
-            file=sys.stderr,
-        )
+        print(f"warning: cannot note this clone in the cache: {e.filename or entry}: "
+              f"{e.strerror or e}; `cache` in another clone may count this clone's "
+              "downloads unused", file=sys.stderr)  # fmt: skip
 
 
 def users(pins: Pins) -> dict[Path, list[Path]]:
@@ -186,8 +176,10 @@ def users(pins: Pins) -> dict[Path, list[Path]]:
     root = cache_dir()
 
     def used_by(pins: Pins) -> set[Path]:
-        files = {root / "downloads" / a.filename for a in (pins.sdist, pins.wheel)}
-        return files | {root / "tools" / pins.uv.replace("==", "-")}
+        tool = root / "tools" / pins.uv.replace("==", "-")
+        return {tool} | {
+            root / "downloads" / a.filename for a in (pins.sdist, pins.wheel)
+        }
 
     used = [(LAYOUT.root, used_by(pins))]
     for entry in sorted(root.glob("clones/*.json")):

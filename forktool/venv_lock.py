@@ -7,8 +7,6 @@ records a digest of the pins it was resolved from, so pins changed without
 re-locking are refused.
 """
 
-from __future__ import annotations
-
 import hashlib
 import json
 import re
@@ -25,23 +23,26 @@ COMMAND = "python3 -m forktool lock"
 _DIGEST = "# pins-digest: "
 
 
-def pins_digest(pins: Pins) -> str:
+def _wanted(pins: Pins) -> list[str]:
     # What the lock resolves: vLLM's runtime dependencies (from the pinned
     # version's wheel), pip, the build and test requirements.
-    wanted = [pins.requirement, pins.pip, *pins.build_requirements]
-    inputs = [wanted + list(pins.test_requirements), pins.wheel.sha256,
-              pins.constraints, pins.python, pins.platform, pins.uv]  # fmt: skip
+    return [
+        pins.requirement,
+        pins.pip,
+        *pins.build_requirements,
+        *pins.test_requirements,
+    ]
+
+
+def pins_digest(pins: Pins) -> str:
+    inputs = [_wanted(pins), pins.wheel.sha256, pins.constraints, pins.python,
+              pins.platform, pins.uv]  # fmt: skip
     return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()
 
 
-def compile_hashed(
-    pins: Pins,
-    requirements: list[str],
-    lock: Path,
-    named: str,
-    constraints: tuple[str, ...] = (),
-    no_emit: tuple[str, ...] = (),
-) -> str:
+def compile_hashed(pins: Pins, requirements: list[str], lock: Path, named: str,
+                   constraints: tuple[str, ...] = (), no_emit: tuple[str, ...] = (),
+                   ) -> str:  # fmt: skip
     """`uv pip compile --generate-hashes` of `requirements` for the pins'
     Python and platform, preferring the versions `lock` already pins; return
     the resolved body, its inputs named `named` (not by temporary paths)."""
@@ -67,17 +68,14 @@ def write(pins: Pins, lock: Path = LOCK) -> str:
     """Resolve the lock from the pins, keeping the versions it already pins
     where the pins allow them; return what changed, in a line."""
     before = packages(lock.read_text()) if lock.exists() else {}
-    wanted = [pins.requirement, pins.pip, *pins.build_requirements]
     # The fork's editable install provides vllm itself.
-    body = compile_hashed(pins, wanted + list(pins.test_requirements), lock,
-                          "pins.toml", pins.constraints, (pins.project,))  # fmt: skip
+    body = compile_hashed(pins, _wanted(pins), lock, "pins.toml", pins.constraints,
+                          (pins.project,))  # fmt: skip
     body = body.replace("pins.toml constraints", "pins.toml [venv] constraints")
-    lock.write_text(
-        f"# The venv's packages, resolved from pins.toml by `{COMMAND}` for "
-        f"CPython {pins.python} on {pins.platform}.\n"
-        "# Do not edit: change pins.toml and run the command again.\n"
-        f"{_DIGEST}{pins_digest(pins)}\n{body}"
-    )
+    lock.write_text(f"# The venv's packages, resolved from pins.toml by `{COMMAND}` "
+                    f"for CPython {pins.python} on {pins.platform}.\n# Do not edit: "
+                    "change pins.toml and run the command again.\n"
+                    f"{_DIGEST}{pins_digest(pins)}\n{body}")  # fmt: skip
     after = packages(body)
     changed = {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}
     return f"{lock.name}: {len(after)} packages, {len(changed)} changed"
@@ -95,10 +93,9 @@ def current(pins: Pins, lock: Path = LOCK) -> Path:
         raise ForkToolError(f"{lock} is missing; run `{COMMAND}` and commit it")
     recorded = re.search(rf"^{re.escape(_DIGEST)}(.*)$", lock.read_text(), re.M)
     if recorded is None or recorded[1] != pins_digest(pins):
-        raise ForkToolError(
-            f"pins.toml changed since {lock.name} was resolved from it; run "
-            f"`{COMMAND}` and commit {lock.name} with pins.toml"
-        )
+        raise ForkToolError(f"pins.toml changed since {lock.name} was resolved from "
+                            f"it; run `{COMMAND}` and commit {lock.name} with "
+                            "pins.toml")  # fmt: skip
     return lock
 
 

@@ -5,8 +5,6 @@ whether the given modules import. Writes JSON; see forktool/prepare.py.
     python venv_probe.py OUT.json MODULE...
 """
 
-from __future__ import annotations
-
 import collections
 import csv
 import importlib
@@ -31,11 +29,9 @@ def clashes() -> list[dict[str, object]]:
             )
             if "/" in path and not skip:
                 owners[path][name] = row[1] if len(row) > 1 else ""
-    return [
-        {"file": path, "distributions": sorted(claims)}
-        for path, claims in sorted(owners.items())
-        if len(set(claims.values())) > 1
-    ]
+    return [{"file": path, "distributions": sorted(claims)}
+            for path, claims in sorted(owners.items())
+            if len(set(claims.values())) > 1]  # fmt: skip
 
 
 def try_import(module: str) -> dict[str, object]:
@@ -47,12 +43,9 @@ def try_import(module: str) -> dict[str, object]:
         roots = {Path(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")}
         owners = metadata.packages_distributions()
         frames = reversed(traceback.extract_tb(error.__traceback__))
-        found = [
-            path.relative_to(root).parts[0].removesuffix(".py")
-            for path in (Path(frame.filename) for frame in frames)
-            for root in roots
-            if path.is_relative_to(root)
-        ]
+        found = [path.relative_to(root).parts[0].removesuffix(".py")
+                 for path in (Path(frame.filename) for frame in frames)
+                 for root in roots if path.is_relative_to(root)]  # fmt: skip
         culprit = owners.get(found[0], [found[0]]) if found else []
         return {"module": module, "error": f"{type(error).__name__}: {error}",
                 "distributions": culprit}  # fmt: skip

@@ -32,12 +32,7 @@ def _blob(text: str) -> str | None:
     return None if set(text) == {"0"} else text
 
 
-def diff_of(patch: Path, tmp: Path) -> Path:
-    """The diff part of a patch file, split off as `git am` splits it."""
-    return _mailinfo(patch, tmp)[0]
-
-
-def _mailinfo(mail: Path, tmp: Path) -> tuple[Path, dict[str, str], str]:
+def mailinfo(mail: Path, tmp: Path) -> tuple[Path, dict[str, str], str]:
     """What `git am --keep-non-patch` reads from one mail: the diff, the
     headers (Author, Email, Subject, Date) and the commit message."""
     msg, diff = tmp / "msg", tmp / "diff"
@@ -116,7 +111,8 @@ def changes(diff: str) -> list[FileChange]:
                                  r"|copy from |copy to |new file|deleted file)(.*)$",
                                  header, re.M))  # fmt: skip
         paths = re.match(r"diff --git a/(.*) b/(.*)", section)
-        if paths is None:  # not a diff git wrote with its a/ and b/ prefixes
+        # Not a diff git wrote with its a/ and b/ prefixes, or no blob ids.
+        if paths is None or "index " not in fields:
             continue
         a, b = paths.groups()
         old = fields.get("rename from ", fields.get("copy from ", a))
@@ -125,11 +121,9 @@ def changes(diff: str) -> list[FileChange]:
             old = None
         if fields.get("+++ ") == "/dev/null" or "deleted file" in fields:
             new = None
-        pre = post = ""
-        if "index " in fields:
-            pre, post = fields["index "].split()[0].split("..")
-        found.append(FileChange(old, new, _blob(pre), _blob(post)) if pre else None)
-    return [change for change in found if change]
+        pre, post = fields["index "].split()[0].split("..")
+        found.append(FileChange(old, new, _blob(pre), _blob(post)))
+    return found
 
 
 def _blobs(fork: Path, rev: str, paths: set[str]) -> dict[str, str]:
@@ -153,7 +147,7 @@ def applied(fork: Path, patch: Path) -> list[str]:
     was another than the index names (a patch applied by three-way merge on
     another base) is not checked."""
     with tempfile.TemporaryDirectory() as tmp:
-        found = changes(diff_of(patch, Path(tmp)).read_text(errors="replace"))
+        found = changes(mailinfo(patch, Path(tmp))[0].read_text(errors="replace"))
     paths = {p for c in found for p in (c.old, c.new) if p}
     before, after = _blobs(fork, "HEAD~1", paths), _blobs(fork, "HEAD", paths)
     wrong = []
@@ -170,21 +164,18 @@ def applied(fork: Path, patch: Path) -> list[str]:
     return wrong
 
 
-def prove(
-    fork: Path, patches: list[Path], commits: list[Commit] | None = None
-) -> str | None:
+def prove(fork: Path, patches: list[Path], commits: list[Commit]) -> str | None:
     """Why `patches` applied in order on `base`, as `git am` reads them, do
     not give HEAD's tree or `commits`' authors and messages; None when they
     do. Applied in a scratch index: no checkout, nothing else touched."""
     with tempfile.TemporaryDirectory() as tmp:
         env = {**ISOLATED, "GIT_INDEX_FILE": str(Path(tmp, "index"))}
         git(fork, "read-tree", BASE_TAG, env=env)
-        commits = series_messages(fork) if commits is None else commits
         mails = _mails(patches, Path(tmp))
         if isinstance(mails, str):
             return mails
         for number, (patch, mail) in enumerate(zip(patches, mails, strict=True), 1):
-            diff, headers, message = _mailinfo(mail, Path(tmp))
+            diff, headers, message = mailinfo(mail, Path(tmp))
             if number <= len(commits):
                 other = _other_message(commits[number - 1], headers, message)
                 if other:
@@ -260,10 +251,8 @@ def _other_message(commit: Commit, headers: dict[str, str], message: str) -> str
     if message == commit.message:
         return ""
     theirs, ours = message.splitlines(), commit.message.splitlines()
-    at = next(
-        (i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b), None
-    )
-    at = min(len(theirs), len(ours)) if at is None else at
+    pairs = enumerate(zip(theirs, ours, strict=False))
+    at = next((i for i, (a, b) in pairs if a != b), min(len(theirs), len(ours)))
     line = ours[at] if at < len(ours) else "(its end)"
     return (
         f"`git am` would commit another message than {commit.name}'s, from its "

@@ -6,22 +6,17 @@ import pytest
 
 from evidence import bench
 from evidence.bench import Case
-from evidence.checks import BENCH
-from forktool.commands import parser
+from forktool.commands import command, parser
 from forktool.pins import Pins
 from forktool.process import ForkToolError
 
 
-def answers(step_us: list[list[float]], ids: int = 0) -> list[dict]:
-    """One worker's `steps` answers: one list of step times per repeat."""
-    return [{"cpu_ns": [t * 1000 for t in steps], "zero_ids": [ids] * len(steps)}
-            for steps in step_us]  # fmt: skip
-
-
 def summarised(base, fork, aa, config="mixed", ids=(0, 0), n=64) -> dict:
-    runs = {"base": answers(base, ids[0]), "fork": answers(fork, ids[1]),
-            "base-aa": answers(aa, ids[0])}  # fmt: skip
-    return bench.summarise(Case(config, "decode", n), runs)
+    """Each process's `steps` answers: one list of step times (µs) per repeat."""
+    runs = {"base": (base, ids[0]), "fork": (fork, ids[1]), "base-aa": (aa, ids[0])}
+    return bench.summarise(Case(config, "decode", n), {
+        p: [{"cpu_ns": [t * 1000 for t in s], "zero_ids": [i] * len(s)} for s in reps]
+        for p, (reps, i) in runs.items()})  # fmt: skip
 
 
 def row(config: str, fork: list[float], aa: list[float], ids=(0, 0), n=64) -> dict:
@@ -30,25 +25,19 @@ def row(config: str, fork: list[float], aa: list[float], ids=(0, 0), n=64) -> di
     return summarised([[100.0]] * len(fork), *one, config, ids, n)
 
 
-def test_a_repeat_counts_with_its_median_step():
+def test_a_repeat_counts_with_its_median_step_and_ratios_pair_one_repeat():
     base, fork = [[100, 900, 110], [100, 100, 120]], [[105, 101, 1], [99, 500, 130]]
     r = summarised(base, fork, [[100, 100, 100]] * 2)
     assert r["ratios"] == pytest.approx([101 / 110, 130 / 100])
     assert r["base_us"] == pytest.approx(105)  # median of 110 and 100
     assert r["fork_us"] == pytest.approx(115.5)
-
-
-def test_ratios_pair_the_processes_of_one_repeat():
     # A slow second repeat for everybody: paired ratios see no overhead,
     # a ratio of the medians would.
     times = [[100], [200], [210]]
     r = summarised(times, times, [[101], [198], [210]], "uniform")
     assert r["ratio"] == (1.0, 1.0, 1.0)
     assert r["aa"][1:] == pytest.approx((0.99, 1.01))
-
-
-def test_block_ids_per_step_are_per_tree():
-    r = row("mixed", [100, 100], [100, 100], ids=(0, 4))
+    r = row("mixed", [100, 100], [100, 100], ids=(0, 4))  # block ids, per tree
     assert (r["ids_base"], r["ids_fork"]) == (0, 4)
     assert r["ids_total"] == {"base": 0, "fork": 8, "base-aa": 0}
 
@@ -96,49 +85,38 @@ def test_the_goals_verdicts_and_their_numbers(rows, verdicts, said):
     assert ("wider" in shown) == any("wider" in s for s in said)
 
 
-def test_uniform_must_send_no_ids():
+def test_uniform_must_send_no_ids_and_one_failed_goal_fails_the_run():
     found = bench.goals([row("uniform", [100] * 3, [100] * 3, ids=(0, 1))])
     assert found[0] == ("FAIL", "uniform: block ids sent to zero, both trees: 3")
     assert [verdict for verdict, _ in found] == ["FAIL", "PASS"]
-
-
-def test_one_failed_goal_fails_the_run_and_one_inconclusive_leaves_it_open():
+    # One failed goal fails the run, one inconclusive leaves it open.
     assert bench.overall([("PASS", ""), ("INCONCLUSIVE", ""), ("FAIL", "")]) == "FAIL"
     assert bench.overall([("PASS", ""), ("INCONCLUSIVE", "")]) == "INCONCLUSIVE"
     assert bench.overall([("PASS", ""), ("PASS", "")]) == "PASS"
 
 
-def test_the_table_shows_every_number_of_a_row():
+def test_the_table_the_cases_and_a_tree_zeroing_otherwise_than_expected():
     r = row("hybrid", [110, 90, 105], [95, 104, 100], ids=(3, 3), n=1024)
     line = bench.render([r], repeats=3, steps=1).splitlines()[-1]
     numbers = "1.050 [0.900-1.100] 1.000 [0.950-1.040] 3.0 3.0"
     assert line.split() == f"hybrid decode 1024 100 105 {numbers}".split()
-
-
-def test_a_tree_that_zeroes_otherwise_than_expected_stops_the_run():
+    all_cases = bench.cases((64, 256))  # every config, workload and size
+    assert len(all_cases) == len(bench.CONFIGS) * len(bench.WORKLOADS) * 2
+    assert Case("uniform", "prefill", 256) in all_cases
     case = Case("cross-group", "decode", 64)
     facts = {"base": {"zeroing": True}, "fork": {"zeroing": True}}
     bench.check_zeroing(case, {**facts, "base-aa": {"zeroing": True}})
-    with pytest.raises(ForkToolError, match="zeroing"):
+    with pytest.raises(ForkToolError, match="zeroing"):  # stops the run
         bench.check_zeroing(case, {**facts, "base-aa": {"zeroing": False}})
 
 
-def test_every_config_workload_and_size_is_a_case():
-    all_cases = bench.cases((64, 256))
-    assert len(all_cases) == len(bench.CONFIGS) * len(bench.WORKLOADS) * 2
-    assert Case("uniform", "prefill", 256) in all_cases
-
-
-def test_the_command_and_its_options_are_registered():
-    argv = ["bench", "--quick", "--repeats", "2"]
-    args = parser(None, argv).parse_args(argv)
-    assert args.quick and args.repeats == 2 and args.sizes == list(bench.SIZES)
-
-
-@pytest.mark.parametrize("sizes, repeats, steps", [
-    ((64,), 100, 10), ((64,), 0, 10), ((2048,), 5, 20), ((0,), 5, 20)])  # fmt: skip
-def test_what_the_workers_cannot_run_is_refused_before_anything_starts(
-    sizes, repeats, steps
-):
+@pytest.mark.parametrize("argv", [
+    "--sizes 64 --repeats 100 --steps 10", "--sizes 64 --repeats 0 --steps 10",
+    "--sizes 2048", "--sizes 0", "--quick --repeats 2"])  # fmt: skip
+def test_the_options_and_what_the_workers_cannot_run_refused_before_it_starts(argv):
+    args = parser(None, ["bench", *argv.split()]).parse_args(["bench", *argv.split()])
+    if args.quick:  # registered, with their defaults
+        assert args.repeats == 2 and args.sizes == list(bench.SIZES)
+        return
     with pytest.raises(ForkToolError, match="--"):
-        bench.run(Pins.load(), sizes, repeats, steps, BENCH, "forktool bench")
+        command("bench").run(Pins.load(), args)

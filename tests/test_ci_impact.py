@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -13,10 +12,6 @@ from evidence import ci_collect, ci_impact, ci_steps
 from forktool.layout import Layout
 
 FORK = Path(__file__).resolve().parent.parent / "build" / "vllm"
-needs_pytest_expression = pytest.mark.skipif(
-    importlib.util.find_spec("_pytest.mark.expression") is None,
-    reason="pytest's -k expression module (_pytest.mark.expression) is missing",
-)
 PP = "distributed/test_pipeline_parallel.py"
 NAME = "test_pp_mixed_precision_kv_cache"
 PARAMS = ["mp-first", "mp-last", "ray-first", "ray-last"]
@@ -55,9 +50,7 @@ def test_exclusions_drop_only_the_files_they_match_in_any_order(deps):
         "tests/distributed/test_x.py": ["tests/distributed/"],
     }
     assert ci_steps.triggers(deps, changed[:1]) == {}
-
-
-def test_no_includes_no_match_and_every_matching_entry_is_kept():
+    # No includes, no match; every matching entry is kept.
     assert ci_steps.triggers(["!vllm/"], ["vllm/x.py", "setup.py"]) == {}
     assert ci_steps.triggers([], ["vllm/x.py"]) == {}
     deps = ["vllm/v1/", "vllm/v1/core/", "vllm/v1/core/kv_cache_utils.py"]
@@ -76,7 +69,8 @@ def pp_doc(**mirror: object) -> dict:
     return {"steps": ["wait", parent]}
 
 
-def test_a_mirror_takes_its_own_entries_then_its_parents():
+def test_mirrors_amd_steps_and_a_steps_row():
+    """A mirror takes its own entries, then its parent's."""
     doc = pp_doc(source_file_dependencies=["vllm/distributed/", "tests/distributed/"])
     nvidia, amd = ci_steps.job_steps(doc, "d.yaml")
     assert (nvidia.pipeline, nvidia.key, nvidia.runs) == (NVIDIA, "pp", "optional")
@@ -86,28 +80,22 @@ def test_a_mirror_takes_its_own_entries_then_its_parents():
     assert amd.commands == nvidia.commands  # none of its own: the parent's
     changed = ["vllm/v1/worker/gpu/model_runner.py"]
     assert ci_steps.triggers(amd.deps, changed)  # only through the parent's entry
-    assert ci_impact.trigger_cell(amd, changed, changed) == (
+    assert ci_impact.trigger_cell(amd, changed) == (
         "`vllm/v1/worker/gpu/` (parent's) ← `model_runner.py`"
     )
-
-
-def test_a_mirror_without_entries_or_optional_inherits_them():
+    # Without entries or `optional` of its own, a mirror inherits them.
     doc = pp_doc(commands=["pytest -v -s distributed -k ray"])
     del doc["steps"][1]["mirror"]["amd"]["optional"]
     _, amd = ci_steps.job_steps(doc, "d.yaml")
     assert amd.deps == ["vllm/distributed/", WORKER]
     assert (amd.runs, amd.commands) == ("optional", ["pytest -v -s distributed -k ray"])
-
-
-def test_amd_gpu_steps_and_the_legacy_amd_yaml_are_amd():
+    # Steps on an AMD GPU and those of the legacy AMD YAML are AMD's.
     doc = {"steps": [{"key": "a", "device": "mi355_1"}, {"key": "c", "device": "h100"}]}
     assert [s.pipeline for s in ci_steps.job_steps(doc, "x.yaml")] == [AMD, NVIDIA]
     legacy = {"steps": [{"label": "PP", "agent_pool": "mi250_4", "command": "pytest"}]}
     (step,) = ci_steps.job_steps(legacy, ci_steps.TEST_AMD_YAML, AMD)
     assert (step.pipeline, step.key, step.commands) == (AMD, None, ["pytest"])
-
-
-def test_a_row_shows_each_revision_and_a_missing_step():
+    # A row shows each revision, and a step missing at one.
     _, amd = ci_steps.job_steps(pp_doc(), "d.yaml")
     changed = ["vllm/v1/worker/gpu/model_runner.py", "tests/distributed/test_x.py"]
     new = ci_impact.Found(amd, list(ITEMS)[2:], False)
@@ -128,7 +116,6 @@ def test_pytest_options(tokens, keyword, marker, deselect):
     assert (opts.keyword, opts.marker, opts.deselect) == (keyword, marker, deselect)
 
 
-@needs_pytest_expression
 @pytest.mark.parametrize(("expr", "expected"), [
     ("ray", ["ray-first", "ray-last"]),
     ("RAY", ["ray-first", "ray-last"]),  # case-insensitive
@@ -150,7 +137,6 @@ def test_node_selectors(selector, selects):
     assert ci_collect.node_selects(selector, f"{NAME}[ray-last]") is selects
 
 
-@needs_pytest_expression
 @pytest.mark.skipif(not (FORK / ci_collect.TETHERING).is_file(), reason="no fork")
 @pytest.mark.parametrize(("command", "expected", "flagged"), [
     (f"pytest -v -s {PP} -k 'ray'", 2, False), ("pytest -v -s distributed", 4, False),
@@ -167,7 +153,6 @@ def test_collected_through_the_forks_parser(command, expected, flagged):
     assert (len(items), unevaluated) == (expected, flagged)
 
 
-@needs_pytest_expression
 def test_keywords_are_collected_in_the_tree_through_the_runner(tmp_path, monkeypatch):
     """A --collect-only at the revision, by the runner (its report beside its log)."""
     test = "@pytest.mark.parametrize('backend', ['ray', 'mp'])\ndef test_pp(backend):"

@@ -1,26 +1,13 @@
 """What each clone keeps as its own: a fork per git worktree, its cache
 (shared only on the same pins) and the backup branches of its fork."""
 
-from __future__ import annotations
-
 import json
 import threading
 from pathlib import Path
 
+import fork_fixture as fx
 import pytest
 from evidence_fixture import new_repo
-from fork_fixture import (
-    LOCAL,
-    SUBJECTS,
-    THREE,
-    clean,
-    commit,
-    edit_series,
-    git,
-    subjects,
-    teammate_changes_second,
-    trees,
-)
 
 from forktool import backups, pins, venv
 from forktool.__main__ import main
@@ -29,24 +16,24 @@ from forktool.pins import Pins, cache_dir
 
 
 def test_each_git_worktree_has_its_own_fork(ws):
-    ws.series_of(*THREE)
+    ws.series_of(*fx.THREE)
     repo = ws.patches.parent
     wt = repo.parent / "wt"
-    git(repo, "worktree", "add", "-q", "-b", "wt-branch", str(wt))
+    fx.git(repo, "worktree", "add", "-q", "-b", "wt-branch", str(wt))
     wt_fork = wt / "build" / "mini"
     on_wt = ws._replace(patches=wt / "patches", tree=wt_fork)
     assert "base + 3 patches" in on_wt.sync()
-    commit(wt_fork, "DOC.md", "from the worktree\n", "[Doc] From the worktree")
+    fx.commit(wt_fork, "DOC.md", "from the worktree\n", "[Doc] From the worktree")
     on_wt.publish()
     # The main clone's fork and series are untouched.
-    assert subjects(ws.tree) == SUBJECTS
+    assert fx.subjects(ws.tree) == fx.SUBJECTS
     assert "is what export writes (3 patches)" in ws.export(check=True)
-    git(repo, "merge", "-q", "wt-branch")
+    fx.git(repo, "merge", "-q", "wt-branch")
     message = ws.sync()
     print(message)
     assert "applied 1 patches" in message
     assert "0004-Doc-From-the-worktree.patch" in message
-    assert trees(ws.tree) == trees(wt_fork)
+    assert fx.trees(ws.tree) == fx.trees(wt_fork)
     assert "is what export writes (4 patches)" in ws.export(check=True)
 
 
@@ -64,7 +51,7 @@ def test_a_relative_cache_is_the_clones_root_from_any_folder(tmp_path, monkeypat
     assert list((clone / "relcache" / "clones").glob("*.json"))
     assert not (fork_tree / "relcache").exists()
     # Neither the fork nor the project's git status shows the cache.
-    assert clean(fork_tree) and clean(clone)
+    assert fx.clean(fork_tree) and fx.clean(clone)
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "elsewhere"))
     assert cache_dir() == tmp_path / "elsewhere"
     assert not (tmp_path / "elsewhere").exists()  # nothing written outside
@@ -132,16 +119,16 @@ def test_cache_removes_only_what_no_clone_uses(tmp_path, monkeypatch, capsys):
 
 
 def local_work_then_a_teammates_change(ws) -> None:
-    commit(ws.tree, *LOCAL)  # never exported
-    teammate_changes_second(ws)
+    fx.commit(ws.tree, *fx.LOCAL)  # never exported
+    fx.teammate_changes_second(ws)
     ws.sync(force=True)
 
 
 def local_work_then_a_teammates_reorder(ws) -> None:
-    commit(ws.tree, *LOCAL)
+    fx.commit(ws.tree, *fx.LOCAL)
     ws.sync(force=True)  # [Core] Local is on this backup only
     theirs = ws.teammate()
-    edit_series(theirs, "sed -i -n '1h;1!p;${g;p}'")  # first patch last
+    fx.edit_series(theirs, "sed -i -n '1h;1!p;${g;p}'")  # first patch last
     ws.publish(theirs)
     ws.sync()  # backs up the old order: every patch is in the fork
 
@@ -150,7 +137,7 @@ SECOND = "      [Core] Second  (a version committed in patches/)"
 BACKUPS = {  # how the fork got its backups: (commits, lacking, superseded) of
     # each, what the listing says, how many `--prune` deletes and keeps
     "a teammate's change": (
-        lambda ws: (teammate_changes_second(ws), ws.sync()),
+        lambda ws: (fx.teammate_changes_second(ws), ws.sync()),
         [(3, [], ["[Core] Second"])],
         [": 3 commits, 1 not in the fork\n", SECOND,
          "deletes the 1 whose patches are all in the fork or in"], 1, 0),
@@ -169,7 +156,7 @@ BACKUPS = {  # how the fork got its backups: (commits, lacking, superseded) of
 @pytest.mark.parametrize("case", BACKUPS)
 def test_backups_prune_deletes_only_what_the_fork_or_the_series_holds(ws, case):
     make, found, said, deleted, kept = BACKUPS[case]
-    ws.series_of(*THREE)
+    ws.series_of(*fx.THREE)
     make(ws)
     before = backups.backups(ws.tree, ws.patches)
     assert [(b.commits, b.lacking, b.superseded) for b in before] == found
@@ -185,12 +172,12 @@ def test_backups_prune_deletes_only_what_the_fork_or_the_series_holds(ws, case):
 
 
 def test_backups_are_dated_when_they_were_made(ws):
-    ws.series_of(*THREE)
+    ws.series_of(*fx.THREE)
     for name in ("20240102T030405", "20240102T030405-1", "by-hand"):  # by hand: no time
-        git(ws.tree, "branch", f"backup/{name}", "HEAD~1")
+        fx.git(ws.tree, "branch", f"backup/{name}", "HEAD~1")
     listed = backups.report(ws.tree, False, ws.patches)
     print(listed)
-    committed = git(ws.tree, "log", "-1", "--format=%cs").stdout.strip()
+    committed = fx.git(ws.tree, "log", "-1", "--format=%cs").stdout.strip()
     assert "  backup/20240102T030405 (made 2024-01-02 03:04:05 UTC): " in listed
     assert "  backup/20240102T030405-1 (made 2024-01-02 03:04:05 UTC): " in listed
     assert f"  backup/by-hand (committed {committed}): " in listed

@@ -4,7 +4,6 @@ programs, that `pr` neither renders nor requires."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from evidence_fixture import link_venv, new_repo, programs
 
@@ -14,34 +13,20 @@ from forktool.checks import all_checks
 from forktool.layout import Layout
 
 
-def fake_venv(tmp_path: Path, **scripts: str) -> Path:
-    """A venv whose bin/ holds each program as a shell script."""
-    return programs(tmp_path / "venv" / "bin", **scripts).parent
-
-
-def test_ruff_and_mypy_gate_test_but_not_pr():
+def test_a_code_check_passes_only_when_every_command_exits_0(tmp_path):
+    """... and fails on a missing program; ruff and mypy gate `test`, not `pr`."""
     for check in (tool_checks.RUFF, tool_checks.MYPY):
         assert check in all_checks() and check.gates_test
         assert check.command == checks.TEST and check.name not in pr.required()
-
-
-def test_a_code_check_passes_when_every_command_exits_0(tmp_path):
-    venv = fake_venv(tmp_path, ruff='echo "ruff $*"', mypy="echo Success; exit 0")
-    found = tool_checks.code_check(
-        venv, ["ruff", "check", "x"], ["ruff", "format", "x"]
-    )
-    assert found.ok
+    venv = programs(tmp_path / "bin", ruff='echo "ruff $*"; [ "$2" = x ]').parent
+    lint, form = ["ruff", "check", "x"], ["ruff", "format", "x"]
+    found = tool_checks.code_check(venv, lint, form)
     where = os.path.relpath(venv / "bin" / "ruff", tool_checks.LAYOUT.root)
-    assert found.excerpts["output"] == (
+    assert found.ok and found.excerpts["output"] == (
         f"$ {where} check x\nruff check x\n$ {where} format x\nruff format x"
     )
-    assert tool_checks.code_check(venv, ["mypy"]).ok
-
-
-def test_a_code_check_fails_on_any_failed_command_or_a_missing_program(tmp_path):
-    venv = fake_venv(tmp_path, ruff='[ "$1" = check ] || { echo bad; exit 1; }')
-    found = tool_checks.code_check(venv, ["ruff", "check"], ["ruff", "format"])
-    assert not found.ok and found.excerpts["output"].endswith("format\nbad")
+    found = tool_checks.code_check(venv, lint, ["ruff", "format", "y"])
+    assert not found.ok and found.excerpts["output"].endswith("format y\nruff format y")
     missing = tool_checks.code_check(venv, ["mypy"])
     assert not missing.ok and "the venv lacks mypy" in missing.excerpts["output"]
 

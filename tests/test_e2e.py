@@ -4,6 +4,7 @@ passes only with patch 1's resolution, imported as `vllm serve` would."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from evidence_fixture import commit, link_venv, new_repo, programs
 
-from evidence import checks, e2e
+from evidence import checks, e2e, worktrees
 from evidence.commands import e2e as e2e_command
 from forktool import checks as registry
 from forktool import prepare
@@ -65,7 +66,7 @@ def tiny_fork(fork: Path) -> None:
 def clone(tmp_path, monkeypatch) -> Layout:
     """A set-up clone: the tiny fork, a venv of this interpreter, the selection."""
     layout = Layout(tmp_path)
-    for module in (e2e, prepare, registry):
+    for module in (e2e, prepare, registry, worktrees):
         monkeypatch.setattr(module, "LAYOUT", layout)
     tiny_fork(layout.fork)
     link_venv(layout.venv)
@@ -78,38 +79,34 @@ def clone(tmp_path, monkeypatch) -> Layout:
     return layout
 
 
-def fake_gpus(tmp_path: Path, monkeypatch, listed: str | None) -> None:
-    """PATH: only git and an nvidia-smi printing `listed` (None: no nvidia-smi)."""
+def run(tmp_path: Path, monkeypatch, listed: str | None) -> int:
+    """The command, PATH only git and an nvidia-smi printing `listed` (None: no
+    nvidia-smi)."""
     smi = {} if listed is None else {"nvidia-smi": f"printf '{listed}'"}
     bin_dir = programs(tmp_path / "fake-bin", **smi)
     (bin_dir / "git").symlink_to(shutil.which("git") or "git")
     monkeypatch.setenv("PATH", str(bin_dir))
+    return e2e_command.run(Pins.load(), argparse.Namespace())
 
 
 ONE_GPU = "GPU 0: NVIDIA H200 (UUID: GPU-1)\\n  MIG 3g.71gb Device 0: (UUID: MIG-1)\\n"
 TWO_GPUS = "GPU 0: NVIDIA H200 (UUID: GPU-1)\\nGPU 1: NVIDIA H200 (UUID: GPU-2)\\n"
 
 
-@pytest.mark.parametrize("listed, said", [
-    (None, "needs two GPUs and found 0 "), (ONE_GPU, "needs two GPUs and found 1 "),
-    (TWO_GPUS, "run `python3 -m forktool setup` first"),  # the venv unfinished
-])  # fmt: skip
-def test_too_few_gpus_or_no_setup_is_refused_and_nothing_written(
-    clone, tmp_path, monkeypatch, listed, said
-):
-    fake_gpus(tmp_path, monkeypatch, listed)
-    if listed == TWO_GPUS:
-        (clone.venv / COMPLETE).unlink()
-    with pytest.raises(ForkToolError, match=re.escape(said)):
-        e2e.run(Pins.load(), checks.GPU_E2E)
-    assert not clone.results.exists() and not clone.trees.exists()
-
-
-def test_both_runs_are_recorded_and_only_patch_1s_resolution_reverted(
+def test_refusals_then_both_runs_recorded_and_only_patch_1s_resolution_reverted(
     clone, tmp_path, monkeypatch
 ):
-    fake_gpus(tmp_path, monkeypatch, TWO_GPUS)
-    assert e2e.run(Pins.load(), checks.GPU_E2E)
+    for n, (listed, said) in enumerate([  # too few GPUs, no setup: nothing written
+        (None, "needs two GPUs and found 0 "), (ONE_GPU, "needs two GPUs and found 1 "),
+        (TWO_GPUS, "run `python3 -m forktool setup` first"),  # the venv unfinished
+    ]):  # fmt: skip
+        if listed == TWO_GPUS:
+            (clone.venv / COMPLETE).unlink()
+        with pytest.raises(ForkToolError, match=re.escape(said)):
+            run(tmp_path / f"refused-{n}", monkeypatch, listed)
+        assert not clone.results.exists() and not clone.trees.exists()
+    (clone.venv / COMPLETE).write_text("lock\n")
+    assert run(tmp_path, monkeypatch, TWO_GPUS) == 0
     result = registry.read(clone.results, "gpu-e2e")
     assert result is not None and result.ok
     assert result.tree == registry.fork_tree(clone.fork)
@@ -137,6 +134,11 @@ def test_both_runs_are_recorded_and_only_patch_1s_resolution_reverted(
     so = tree / "vllm" / "_C.abi3.so"
     assert so.is_symlink() and so.resolve() == (fork / "vllm" / "_C.abi3.so")
     assert e2e.without_resolution(fork, tree) == reverted  # again, from scratch
+    # Registered, the command and its check.
+    assert command("e2e").run is e2e_command.run
+    check = next(c for c in all_checks() if c.name == "gpu-e2e")
+    assert check is checks.GPU_E2E and check.command == "python3 -m forktool e2e"
+    assert check.in_pr and not check.gates_test and check.measure is None
 
 
 @pytest.mark.parametrize("series, without, ok", [
@@ -148,18 +150,10 @@ def test_both_runs_are_recorded_and_only_patch_1s_resolution_reverted(
 def test_it_passes_only_when_the_series_passes_and_the_revert_fails(
     clone, monkeypatch, series, without, ok
 ):
-    def run_test(tree, venv, args, log):
+    def run_test(tree, args, log):
         outcome = series if tree == clone.fork else without
         outcomes = {NODE: outcome} if outcome else {}
         return {"outcomes": outcomes, "exit_status": 0}, "output"
 
     monkeypatch.setattr(e2e, "run_test", run_test)
-    found = e2e.measure(clone.fork, clone.trees, clone.venv, clone.logs, ARGS)
-    assert found.ok is ok
-
-
-def test_the_command_and_its_check_are_registered():
-    assert command("e2e").run is e2e_command.run
-    check = next(c for c in all_checks() if c.name == "gpu-e2e")
-    assert check is checks.GPU_E2E and check.command == "python3 -m forktool e2e"
-    assert check.in_pr and not check.gates_test and check.measure is None
+    assert e2e.measure().ok is ok

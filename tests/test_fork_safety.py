@@ -8,25 +8,9 @@ import re
 import shutil
 import subprocess
 
+import fork_fixture as fx
 import pytest
-from fork_fixture import (
-    LOCAL,
-    MINE,
-    PERSON,
-    SUBJECTS,
-    THREE,
-    change_second,
-    commit,
-    commit_series,
-    edit_series,
-    git,
-    head,
-    refusal,
-    refused,
-    reword_third,
-    subjects,
-    trees,
-)
+from fork_fixture import MINE, THREE, commit, commit_series, git, head, refusal, refused
 
 
 @pytest.mark.parametrize("path", ["mini/util.py", "NOTES.txt"])
@@ -44,18 +28,18 @@ def test_uncommitted_changes_are_refused_and_the_advised_stash_keeps_them(ws, pa
 
 LOCAL_WORK = {  # work in the fork, how sync names it, what export says it saves
     "a new commit": (
-        lambda tree: commit(tree, *LOCAL), "0004-Core-Local.patch: only in the fork",
+        lambda tree: commit(tree, *fx.LOCAL), "0004-Core-Local.patch: only in the fork",
         "(1 written, 0 removed)\n  0004-Core-Local.patch: only in the fork"),
     "a changed patch": (
-        lambda tree: change_second(tree, MINE),
+        lambda tree: fx.change_second(tree, MINE),
         "0002-Core-Second.patch: changed in the fork",
         "(1 written, 0 removed)\n  0002-Core-Second.patch: changed in the fork"),
     "a reordered series": (
-        lambda tree: edit_series(tree, "sed -i -n '1h;1!p;${g;p}'"),  # first last
+        lambda tree: fx.edit_series(tree, "sed -i -n '1h;1!p;${g;p}'"),  # first last
         "(order): reordered in the fork",
         "0001-Core-First.patch -> 0003-Core-First.patch: renumbered"),
     "a reworded subject": (
-        reword_third, "0003-Core-Third.patch: changed in the fork",
+        fx.reword_third, "0003-Core-Third.patch: changed in the fork",
         "0003-Core-Third-reworded.patch: changed in the fork\n  0003-Core-Third.patch"
         " -> 0003-Core-Third-reworded.patch: its subject changed"),
 }  # fmt: skip
@@ -76,7 +60,7 @@ def test_sync_refuses_local_work_and_export_saves_it(ws, work):
     assert saved in message and "removed from the series" not in message
     commit_series(ws.patches)
     assert "up to date" in ws.sync()
-    assert trees(ws.clone()) == trees(ws.tree)
+    assert fx.trees(ws.clone()) == fx.trees(ws.tree)
 
 
 STOPPED = {  # the operation, what the refusal calls it, its finish, its abort
@@ -96,7 +80,7 @@ def test_a_git_operation_in_progress_is_refused_and_nothing_is_lost(ws, operatio
     exported = ws.snapshot()
     what, finish, abort = STOPPED[operation]
     if operation == "rebase -i":
-        edit_series(ws.tree, "sed -i 2s/^pick/edit/")  # stops at patch 2
+        fx.edit_series(ws.tree, "sed -i 2s/^pick/edit/")  # stops at patch 2
     else:  # each stops at a conflict with a side branch
         git(ws.tree, "checkout", "-q", "-b", "side", "base")
         commit(ws.tree, "mini/util.py", "def double(x):\n    return x + x\n", "[A] B")
@@ -142,7 +126,7 @@ def test_a_fork_off_its_branch_is_named_and_the_advice_keeps_its_commits(ws, whe
         assert (f"branch {kept} {at[:12]}" in message) == branched
     assert ws.snapshot() == before and head(ws.tree) == at
     ws.follow(message)
-    assert subjects(ws.tree) == SUBJECTS
+    assert fx.subjects(ws.tree) == fx.SUBJECTS
     assert "is what export writes (3 patches)" in ws.export(check=True)
     if commits:
         assert head(ws.tree, kept) == at
@@ -172,12 +156,12 @@ def test_a_merge_commit_is_refused_and_the_advice_linearises_it(ws):
     commit_series(ws.patches)
     other = ws.clone()
     assert (other / "mini/util.py").read_text() == resolved
-    assert subjects(other) == ["[Core] First", "[Core] Second", "[Core] Side"]
+    assert fx.subjects(other) == ["[Core] First", "[Core] Second", "[Core] Side"]
 
 
 def empty_commit(tree):
     git(tree, "commit", "-q", "--allow-empty", "-m",
-        f"[Core] Nothing\n\nSigned-off-by: {PERSON}")  # fmt: skip
+        f"[Core] Nothing\n\nSigned-off-by: {fx.PERSON}")  # fmt: skip
     commit(tree, *THREE[2])
 
 
@@ -204,7 +188,7 @@ def test_a_commit_no_patch_can_hold_is_refused_and_the_advice_removes_it(ws, cas
     assert all(s in message for s in said), message
     assert ws.snapshot() == before
     ws.follow(message)
-    assert subjects(ws.tree) == [f"[Core] {s}" for s in after]
+    assert fx.subjects(ws.tree) == [f"[Core] {s}" for s in after]
     assert ws.names() == [f"{i:04}-Core-{s}.patch" for i, s in enumerate(after, 1)]
     assert all((ws.patches / n).stat().st_size for n in ws.names())
     assert kept in (ws.patches / name).read_text()
@@ -238,7 +222,7 @@ def test_export_refuses_to_delete_a_patch_file_git_could_not_give_back(ws, where
 def test_an_undone_export_is_named_and_each_way_on_loses_nothing(ws, undo, way):
     ws.series_of(*THREE)
     committed = ws.snapshot()
-    change_second(ws.tree, MINE)
+    fx.change_second(ws.tree, MINE)
     mine = head(ws.tree)
     ws.export()
     exported = ws.snapshot()

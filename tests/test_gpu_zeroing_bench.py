@@ -17,7 +17,6 @@ from forktool.process import git
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "fork_tests" / "gpu_zeroing_bench.py"
 FORK_UTILS = REPO / "build" / "vllm" / "vllm" / "v1" / "worker" / "utils.py"
-
 UTILS = """\
 import torch
 from vllm.triton_utils import tl, triton
@@ -34,6 +33,19 @@ class KVBlockZeroer:
         return block_ids
 """
 NO_CUDA = "class cuda:\n    is_available = staticmethod(lambda: False)\n"
+NO_TORCH = {"torch": "raise ImportError('no torch here')"}
+INTERPRETED = """
+import sys, tempfile
+from pathlib import Path
+import torch
+sys.path.insert(0, sys.argv[1])
+import gpu_zeroing_bench as g
+module = g.load_kernel(g.extract(Path(sys.argv[2]).read_text()), Path(sys.argv[3]))
+caches, zeroer = g.make_stage(module, torch, torch.device("cpu"), 3, 64)
+assert g.check_zeroing(torch, caches, zeroer, [3, 10, 11, 40])
+zero = sum(int((c.view(64, -1) == 0).all(1).sum()) for c in caches)
+print(f"zeroed blocks: {zero}")
+"""
 
 
 def load_script():
@@ -43,41 +55,20 @@ def load_script():
     return module
 
 
-def test_extract_takes_the_kernel_with_its_decorator_and_the_zeroer():
-    script = load_script()
-    code = script.extract(UTILS)
-    assert code.startswith("@triton.jit\ndef _zero_kv_blocks_kernel(")
-    assert "class KVBlockZeroer:" in code
-    assert "unrelated" not in code
-    compile(code, "extracted", "exec")
-    with pytest.raises(script.SourceError, match="KVBlockZeroer"):  # named
-        script.extract(UTILS.split("class KVBlockZeroer")[0])
-
-
-@pytest.mark.skipif(not FORK_UTILS.exists(), reason="no fork at build/vllm")
-def test_extract_reads_the_fork():
-    code = load_script().extract(FORK_UTILS.read_text())
-    assert "_zero_kv_blocks_kernel[grid](" in code
-
-
 def run_script(cwd: Path, fakes: Path, *args: str):
     env = {"PYTHONPATH": str(fakes), "PATH": "/usr/bin:/bin"}
     command = [sys.executable, str(SCRIPT), *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
 
 
-NO_TORCH = {"torch": "raise ImportError('no torch here')"}
-NO_TRITON = {"torch": NO_CUDA, "triton": "raise ImportError('no triton here')"}
-NO_GPU = {"torch": NO_CUDA, "triton": ""}
-NO_KERNEL = "def something_else():\n    pass\n"
-
-
 @pytest.mark.parametrize("fakes, utils, status, said", [
     (NO_TORCH, UTILS, 0, "SKIP gpu-zeroing: torch not installed"),
-    (NO_TRITON, UTILS, 0, "SKIP gpu-zeroing: triton not installed"),
-    (NO_GPU, UTILS, 0, "SKIP gpu-zeroing: no CUDA device"),
+    ({"torch": NO_CUDA, "triton": "raise ImportError('no triton here')"}, UTILS, 0,
+     "SKIP gpu-zeroing: triton not installed"),
+    ({"torch": NO_CUDA, "triton": ""}, UTILS, 0, "SKIP gpu-zeroing: no CUDA device"),
     # A source without the kernel is an error, not a skip.
-    (NO_TORCH, NO_KERNEL, 2, "no top-level _zero_kv_blocks_kernel, KVBlockZeroer"),
+    (NO_TORCH, "def something_else():\n    pass\n", 2,
+     "no top-level _zero_kv_blocks_kernel, KVBlockZeroer"),
 ])  # fmt: skip
 def test_skips_with_the_reason_and_writes_nothing(tmp_path, fakes, utils, status, said):
     results, source = tmp_path / "results", tmp_path / "carry"
@@ -95,7 +86,16 @@ def test_skips_with_the_reason_and_writes_nothing(tmp_path, fakes, utils, status
     assert not results.exists()
 
 
-def test_carry_copies_the_forks_file_and_names_its_tree_and_refuses_others(tmp_path):
+def test_extract_takes_the_kernel_and_zeroer_carry_copies_them_with_the_tree(tmp_path):
+    script = load_script()
+    code = script.extract(UTILS)
+    assert code.startswith("@triton.jit\ndef _zero_kv_blocks_kernel(")
+    assert "class KVBlockZeroer:" in code
+    assert "unrelated" not in code
+    compile(code, "extracted", "exec")
+    with pytest.raises(script.SourceError, match="KVBlockZeroer"):  # named
+        script.extract(UTILS.split("class KVBlockZeroer")[0])
+    # carry copies the fork's file and names its tree; it refuses others.
     run = run_script(tmp_path, tmp_path, "carry", str(tmp_path), str(tmp_path / "c"))
     assert run.returncode == 2
     assert "is not a fork tree" in run.stderr
@@ -110,23 +110,14 @@ def test_carry_copies_the_forks_file_and_names_its_tree_and_refuses_others(tmp_p
     assert meta["base_version"]
 
 
-INTERPRETED = """
-import sys, tempfile
-from pathlib import Path
-import torch
-sys.path.insert(0, sys.argv[1])
-import gpu_zeroing_bench as g
-module = g.load_kernel(g.extract(Path(sys.argv[2]).read_text()), Path(sys.argv[3]))
-caches, zeroer = g.make_stage(module, torch, torch.device("cpu"), 3, 64)
-assert g.check_zeroing(torch, caches, zeroer, [3, 10, 11, 40])
-zero = sum(int((c.view(64, -1) == 0).all(1).sum()) for c in caches)
-print(f"zeroed blocks: {zero}")
-"""
-
-
 @pytest.mark.skipif(not FORK_UTILS.exists(), reason="no fork at build/vllm")
-def test_the_forks_zeroer_clears_exactly_its_blocks_in_the_interpreter(tmp_path):
+def test_the_forks_kernel_extracted_clears_exactly_its_blocks_in_the_interpreter(
+    tmp_path,
+):
     """The fork's kernel, as the script drives it, run by Triton on the CPU."""
+    assert "_zero_kv_blocks_kernel[grid](" in load_script().extract(
+        FORK_UTILS.read_text()
+    )
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     args = [INTERPRETED, str(SCRIPT.parent), str(FORK_UTILS), str(tmp_path)]

@@ -2,8 +2,6 @@
 moves) leaves the fork as it was or as it made it; a second command waits for
 the clone's lock, then refuses naming the first, or takes a dead one's over."""
 
-from __future__ import annotations
-
 import shutil
 import subprocess
 import sys
@@ -65,9 +63,9 @@ def test_a_sync_killed_while_it_moves_the_fork_is_finished(ws, monkeypatch):
         interrupt()
 
     with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
-        patched.setattr(journal, "_finish_sync", killed)
+        patched.setattr(journal, "_finish", killed)
         ws.sync(force=True)
-    assert journal.journal_path(ws.tree).exists()
+    assert journal.beside(ws.tree, "journal").exists()
     assert (message := ws.sync()).startswith("finished an interrupted sync"), message
     assert subjects(ws.tree) == SUBJECTS
     assert not (ws.tree / ".git" / "index.lock").exists() and clean(ws.tree)
@@ -79,9 +77,8 @@ def test_an_export_finished_later_marks_what_it_exported(ws, monkeypatch):
     ws.series_of(*THREE)
     commit(ws.tree, "FOUR.md", "4\n", "[Doc] Four")
     exported = head(ws.tree)
-
     with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
-        patched.setattr(journal, "_finish_export", interrupt)
+        patched.setattr(journal, "_finish", interrupt)
         ws.export()
     commit(ws.tree, "FIVE.md", "5\n", "[Doc] Five")
     with pytest.raises(ForkToolError, match="Five.patch: only in the fork"):
@@ -107,7 +104,9 @@ def holder(lock, seconds: float) -> subprocess.Popen:
     return process
 
 
-def test_a_second_command_waits_then_refuses_naming_the_first(tmp_path):
+def test_a_second_command_refuses_naming_the_first_then_takes_over_when_killed(
+    tmp_path, capsys
+):
     first = holder(lock := tmp_path / "build" / "forktool.lock", 30)
     try:
         start = time.monotonic()
@@ -121,6 +120,11 @@ def test_a_second_command_waits_then_refuses_naming_the_first(tmp_path):
     finally:
         first.kill()
         first.wait()
+    fork = tmp_path / "build" / "vllm"  # no fork: nothing to recover
+    with journal.exclusive(lock, fork, "export"):
+        assert f'"pid": {first.pid}' not in lock.read_text()
+    said = capsys.readouterr().err
+    assert f"sync --force` (pid {first.pid}) ended without finishing" in said
 
 
 def test_a_second_command_gets_the_lock_once_the_first_ends(tmp_path):
@@ -128,14 +132,3 @@ def test_a_second_command_gets_the_lock_once_the_first_ends(tmp_path):
     with process.hold(lock, "export", wait=10):
         assert first.wait(timeout=10) == 0  # it ended its block first
     assert lock.read_text() == ""  # released: nobody named
-
-
-def test_a_killed_holders_lock_is_taken_over_and_said(tmp_path, capsys):
-    first = holder(lock := tmp_path / "build" / "forktool.lock", 30)
-    first.kill()
-    first.wait()
-    fork = tmp_path / "build" / "vllm"  # no fork: nothing to recover
-    with journal.exclusive(lock, fork, "export"):
-        assert f'"pid": {first.pid}' not in lock.read_text()
-    said = capsys.readouterr().err
-    assert f"sync --force` (pid {first.pid}) ended without finishing" in said

@@ -9,8 +9,6 @@ signal) and runs each pair 13 times: 1392 kills, 52 pairs, ~32 min on 2 cores;
 =n kills at every n-th point; the default, every 32nd, and 2 runs per pair.
 """
 
-from __future__ import annotations
-
 import contextlib
 import os
 import random
@@ -20,7 +18,6 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -69,8 +66,7 @@ CHECK = [["sync"], ["export", "--check"]]
 BACKUP = "refs/heads/backup/"
 
 
-@dataclass
-class Run:
+class Run(NamedTuple):
     words: list[str]
     rc: int | None
     out: str
@@ -90,13 +86,13 @@ def start(repo: Path, *words: str, trace: bool = False) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def drive(repo: Path, *words: str, trace: bool = False) -> Run:
-    return finish(start(repo, *words, trace=trace), words)
-
-
 def finish(proc: subprocess.Popen, words) -> Run:
     out, err = proc.communicate()
     return Run(list(words), proc.returncode, out, err)
+
+
+def drive(repo: Path, *words: str, trace: bool = False) -> Run:
+    return finish(start(repo, *words, trace=trace), words)
 
 
 def git_out(repo: Path, *args: str) -> str:
@@ -104,9 +100,9 @@ def git_out(repo: Path, *args: str) -> str:
 
 
 class Scenario(NamedTuple):
-    """A template workspace, the command killed there, what a user runs
-    after, patches/ expected then, a commit of the fork's own that must stay
-    on main or a backup/ branch, and how many git commands the command runs."""
+    """A template workspace, the command killed there, what a user runs after,
+    patches/ expected then, a commit of the fork's own that must stay on main
+    or a backup/ branch, and how many git commands the command runs."""
 
     repo: Path
     words: list[str]
@@ -134,13 +130,17 @@ def problems(repo: Path, scenario: Scenario) -> list[str]:
     branch = git_out(own, "symbolic-ref", "-q", "HEAD")
     if branch != "refs/heads/main":
         found.append(f"fork's HEAD is {branch or 'detached'}, not main")
-    if scenario.local:
-        refs = git_out(
-            own, "for-each-ref", "--contains", scenario.local, "--format=%(refname)"
-        ).split()
-        if not [r for r in refs if r.startswith(("refs/heads/main", BACKUP))]:
-            found.append(f"local commit {scenario.local[:12]} on no branch: {refs}")
-    return found
+    return found + on_no_branch(own, scenario.local, ("refs/heads/main", BACKUP))
+
+
+def on_no_branch(own: Path, local: str | None, branches=("refs/",)) -> list[str]:
+    """The fork's own commit `local`, if it is on none of `branches`."""
+    if local is None:
+        return []
+    refs = git_out(own, "for-each-ref", "--contains", local, "--format=%(refname)")
+    if any(ref.startswith(branches) for ref in refs.split()):
+        return []
+    return [f"local commit {local[:12]} on no branch: {refs.split()}"]
 
 
 def after(repo: Path, commands: list[list[str]], runs: list[Run]) -> list[str]:
@@ -176,8 +176,7 @@ def build(kind: str, workspace) -> Scenario:
     else:  # a commit of the fork's own, which must survive
         commit(own, *LOCAL)
         local = git_out(own, "rev-parse", "HEAD")
-    words = {"export": ["export"], "sync --force": ["sync", "--force"]}.get(kind)
-    words = words or ["sync"]
+    words = kind.split() if kind in ("export", "sync --force") else ["sync"]
     # The command run through: how many git commands it runs, patches/ after.
     reference = copy(repo, repo.parent / "reference")
     run = drive(reference, *words, trace=True)
@@ -282,10 +281,7 @@ def test_two_commands_at_once(kind, first, second, workspace, tmp_path):
             for s in (before["series"], now.get("series", b""))
         )
         found += [f"lost series: {new}"] if new[: len(old)] != old else []
-        if scenario.local and not git_out(
-            repo / "build" / "mini", "for-each-ref", "--contains", scenario.local
-        ):
-            found.append(f"local commit {scenario.local[:12]} on no branch")
+        found += on_no_branch(repo / "build" / "mini", scenario.local)
         if found:
             failures.append(failure(f"run {i} in {where}", found, runs))
         else:

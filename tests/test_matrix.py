@@ -1,4 +1,5 @@
-"""Upstream's selection on the fork against the base, on made-up outcomes."""
+"""Upstream's selection on the fork against the base, and the regression
+matrix's judgement, on made-up outcomes."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from evidence import matrix
-from evidence.cpu_selection import compare, needs_base, only, shards
-from evidence.matrix import base_problems, drop_not_on_base, may_fail_in, table
+from evidence.cpu_selection import compare, is_ok, needs_base, only, report, shards
+from evidence.matrix import base_problems, drop, may_fail_in, table, unjudged
 from forktool.process import ForkToolError
 from forktool.pytest_runner import Result
 from forktool.selection import Selection
@@ -35,43 +35,37 @@ BASE_IDS = set(ids("same", "flaky", "old_bug", "gpu", "gpu_passes", "removed"))
 
 
 def test_each_test_that_does_not_pass_on_the_fork_is_classified():
-    """The base runs only what does not pass on the fork and it has too."""
+    """The base runs only what does not pass on the fork and it has too; a
+    failure that passes when run again on the fork (under load, a test hit its
+    own subprocess timeout) is flaky, not new."""
     assert needs_base(ON_FORK, BASE_IDS) == ids("flaky", "old_bug", "gpu", "gpu_passes")
     on_base = result(
         flaky="passed", old_bug="failed", gpu="skipped", gpu_passes="passed"
     )
     comparison = compare(set(ON_FORK.outcomes), BASE_IDS, ON_FORK, on_base)
-    assert comparison.added == ids("added", "added_bad")
-    assert comparison.lost == ids("removed")
-    assert comparison.new == ids("added_bad", "flaky")
-    assert comparison.pre_existing == ids("old_bug")
-    assert comparison.skipped == ids("gpu_passes")
-    assert not comparison.ok
-    assert PRE_EXISTING in comparison.report()
-
-
-def test_failures_the_base_shares_pass_and_one_it_did_not_report_is_new():
+    assert comparison["added"] == ids("added", "added_bad")
+    assert comparison["lost"] == ids("removed")
+    assert comparison["new"] == ids("added_bad", "flaky")
+    assert comparison["pre_existing"] == ids("old_bug")
+    assert comparison["skipped"] == ids("gpu_passes")
+    assert not is_ok(comparison)
+    assert PRE_EXISTING in report(comparison)
     on_fork = result(same="passed", old_bug="failed", gpu="skipped")
     comparison = same_tests(on_fork, result(old_bug="failed", gpu="skipped"))
-    assert comparison.ok and comparison.report() == [PRE_EXISTING]
+    assert is_ok(comparison) and report(comparison) == [PRE_EXISTING]
     comparison = same_tests(result(old_bug="failed"), Result())
-    assert comparison.new == ids("old_bug") and not comparison.ok
-
-
-def test_a_failure_that_passes_when_run_again_on_the_fork_is_flaky_not_new():
-    """Under load a test hit its own subprocess timeout on the fork, then
-    passed on the base: judged only by a second run on the fork."""
+    assert comparison["new"] == ids("old_bug") and not is_ok(comparison)
     again = result(slow="passed", broken="failed")
     comparison = same_tests(result(slow="failed", broken="failed"), result(), again)
-    assert comparison.flaky == ids("slow")
-    assert comparison.new == ids("broken")
+    assert comparison["flaky"] == ids("slow")
+    assert comparison["new"] == ids("broken")
     said = "SUITE: flaky: failed on the fork, passed there when run again: t.py::slow"
-    assert said in comparison.report()
+    assert said in report(comparison)
     flaky_only = same_tests(result(slow="failed"), result(), again)
-    assert flaky_only.ok and not flaky_only.new
+    assert is_ok(flaky_only) and not flaky_only["new"]
 
 
-def test_shards_deal_out_the_tests_in_turn_keeping_their_order():
+def test_shards_deal_out_the_tests_in_turn_and_only_splits_a_shared_session():
     tests = ["a.py::t", "b.py::slow[1]", "b.py::slow[2]", "b.py::slow[3]", "c.py::t"]
     assert shards(tests, 2) == [
         ["a.py::t", "b.py::slow[2]", "c.py::t"],
@@ -79,9 +73,6 @@ def test_shards_deal_out_the_tests_in_turn_keeping_their_order():
     ]
     assert shards(tests[:1], 2) == [["a.py::t"]]
     assert shards([], 2) == []
-
-
-def test_only_keeps_one_runs_outcomes_of_a_shared_session():
     shared = Result(
         outcomes={"core::a": "passed", "core::b": "failed", "kv::c": "failed"},
         reasons={"core::b": "boom", "kv::c": "bang"}, seconds=9.0, cached=True,
@@ -120,7 +111,8 @@ ON_BASE = Result(
 )
 
 
-def test_a_listed_test_failing_on_the_base_for_a_missing_api_is_a_problem():
+def test_what_fails_on_the_base_must_be_listed_and_fail_for_the_bug():
+    """Not for an API the base lacks; the table names each one's exception."""
     problems = base_problems(ON_BASE, frozenset(ids(*BASE_FAILURES, "passes")))
     assert (
         problems[0] == "MATRIX: expected to fail on the base but did not: t.py::passes"
@@ -133,69 +125,45 @@ def test_a_listed_test_failing_on_the_base_for_a_missing_api_is_a_problem():
         "adds rather than for the bug: make it fail there on the bug's behaviour, "
         "through what the base has"
     )
-
-
-def test_failures_for_the_bug_on_the_base_are_no_problem():
     bug = ids("bug", "raises", "said", "operand", "own")
     outcomes = {t: o for t, o in ON_BASE.outcomes.items() if t in bug}
     on_base = replace(ON_BASE, outcomes=outcomes)
     assert base_problems(on_base, frozenset(bug)) == []
     unlisted = base_problems(on_base, frozenset(ids("bug", "raises", "said", "own")))
     assert unlisted == ["MATRIX: fails on the base but is not listed: t.py::operand"]
-
-
-def test_the_table_names_the_exception_of_each_failure_on_the_base():
+    # The table names the exception of each failure on the base.
     lines = table({"base+tests": ON_BASE, "0001": result(bug="passed")}).splitlines()
     start = lines.index("base: the exception of each failure (?: none named)")
     assert lines[start + 1 : start + 11] == [
-        "  AttributeError       t.py::attr",
-        "  AssertionError       t.py::bug",
-        "  ModuleNotFoundError  t.py::fixture",
-        "  TypeError            t.py::keyword",
-        "  NameError            t.py::name",
-        "  TypeError            t.py::operand",
-        "  ZeroingError         t.py::own",
-        "  TypeError            t.py::positional",
-        "  Failed               t.py::raises",
-        "  AssertionError       t.py::said",
+        f"  {kind:19}  t.py::{test}"
+        for test, (kind, _) in sorted(BASE_FAILURES.items())
     ]
 
 
 NARROW, KEEP = "fork_tests/t.py::narrow", "fork_tests/t.py::keep"
 SUBJECTS = ["[Core] Keep", "[Core] Narrow"]
+SELECTION = Selection(
+    {}, (), ("fork_tests",), frozenset({"b.py::bug"}), (), {},
+    not_on_base=("a.py",), fork_tests_from={NARROW: "[Core] Narrow"},
+)  # fmt: skip
 
 
-def test_a_check_is_not_judged_at_the_patches_before_the_one_it_guards():
-    drop = matrix.drop_fork_tests_before_their_patch
+def test_a_column_does_not_judge_later_patches_checks_nor_what_the_base_cannot_run():
+    """A fork test is not judged at the patches before the one it guards; the
+    base keeps it, and drops what cannot run on its code. What the runner may
+    keep failing: those, and on the base the listed failures."""
     columns = {
-        "base+tests": Result(outcomes={NARROW: "failed"}),
+        "base+tests": Result(outcomes={NARROW: "failed", "a.py::renamed": "failed"}),
         "0001": Result(outcomes={NARROW: "failed", KEEP: "passed"}),
         "0002": Result(outcomes={NARROW: "passed", KEEP: "passed"}),
     }
-    drop(columns, {NARROW: "[Core] Narrow"}, SUBJECTS)
+    may_fail = {"base+tests": ("b.py::bug", "a.py"), "0001": (NARROW,), "0002": ()}
+    gone = replace(SELECTION, fork_tests_from={NARROW: "[Core] Gone"})
+    for name, column in columns.items():
+        drop(column, unjudged(name, SELECTION, SUBJECTS))
+        assert may_fail_in(name, SELECTION, SUBJECTS) == may_fail[name]
+        with pytest.raises(ForkToolError, match="fork_tests_from names no patch"):
+            unjudged(name, gone, SUBJECTS)
     assert columns["base+tests"].outcomes == {NARROW: "failed"}
     assert columns["0001"].outcomes == {KEEP: "passed"}
     assert columns["0002"].outcomes == {NARROW: "passed", KEEP: "passed"}
-    with pytest.raises(ForkToolError, match="names no patch"):
-        drop(columns, {NARROW: "[Core] Gone"}, SUBJECTS)
-
-
-def test_tests_that_cannot_run_on_the_base_are_not_judged_there():
-    base = Result(outcomes={"a.py::renamed": "failed", "b.py::bug": "failed"})
-    drop_not_on_base(base, ("a.py",))
-    assert base.outcomes == {"b.py::bug": "failed"}
-
-
-@pytest.mark.parametrize("column, may_fail", [
-    ("base+tests", ("b.py::bug", "a.py")), ("0001", (NARROW,)), ("0002", ())
-])  # fmt: skip
-def test_the_failures_a_column_expects_are_the_bugs_and_later_patches_checks(
-    column, may_fail
-):
-    """What the runner may keep failing: on the base, the listed failures and
-    what cannot run there; at a patch, the fork tests of the patches after it."""
-    selection = Selection(
-        {}, (), ("fork_tests",), frozenset({"b.py::bug"}), (), {},
-        not_on_base=("a.py",), fork_tests_from={NARROW: "[Core] Narrow"},
-    )  # fmt: skip
-    assert may_fail_in(column, selection, SUBJECTS) == may_fail

@@ -8,18 +8,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+import fork_fixture as fx
 import pytest
-from fork_fixture import (
-    PERSON,
-    THREE,
-    authored_by,
-    commit_message,
-    commit_series,
-    git,
-    refused,
-    trailers,
-    trees,
-)
+from fork_fixture import PERSON, THREE, authored_by, commit_message, git, refused, trees
 
 OTHER = "Con Tributor <con@example.invalid>"
 ZOE = "Zoë Ångström <zoe@example.invalid>"
@@ -64,32 +55,12 @@ def test_a_separator_line_is_refused_and_the_advice_keeps_the_message(ws, monkey
     monkeypatch.setenv("GIT_SEQUENCE_EDITOR", reword)
     monkeypatch.setenv("GIT_EDITOR", "sed -i 's/^---$/ ---/'")
     ws.follow(message)
-    commit_series(ws.patches)
+    fx.commit_series(ws.patches)
     other = ws.clone()
     assert message_of(other) == message_of(ws.tree)
     assert "| a | 1 |" in message_of(other)
     assert f"Signed-off-by: {PERSON}" in message_of(other)
     assert "is what export writes (2 patches)" in ws.export(other, check=True)
-
-
-@pytest.mark.parametrize("case", MISREAD)
-def test_each_line_git_am_misreads_is_named_and_the_proof_catches_it_too(
-    ws, monkeypatch, case
-):
-    ws.series_of(THREE[0])
-    line, what = MISREAD[case]
-    body = f"[Core] Extra\n\n{line}\nAfter it.\n\nSigned-off-by: {PERSON}\n"
-    short = commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", body)
-    shown = repr(line.strip("\n"))
-    message = refused(ws.export)
-    assert f"{short} [Core] Extra, line 3 {shown}: `git am`" in message
-    assert what in message
-    # Without the line check, the proof (`git am`'s reading of each patch
-    # file against the commit) refuses it all the same.
-    monkeypatch.setattr("forktool.export.misread", lambda commit: [])
-    message = refused(ws.export)
-    assert "do not rebuild" in message
-    assert re.search(r"another message|author|mails from|does not apply", message)
 
 
 @pytest.mark.parametrize(
@@ -100,7 +71,7 @@ def test_lines_git_am_keeps_are_exported_as_they_are(ws, line):
     body = f"[Core] Extra\n\nAbove.\n{line}\nAfter it.\n\nSigned-off-by: {PERSON}\n"
     commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", body)
     assert "2 patches" in ws.export()
-    commit_series(ws.patches)
+    fx.commit_series(ws.patches)
     assert message_of(ws.clone()) == message_of(ws.tree)
 
 
@@ -117,10 +88,17 @@ REFUSED = {  # the message above its sign-off, what export's refusal says
     "a message holding a diff": (f"[Core] Extra\n\n{FAKE_DIFF}",
         ["do not rebuild", "mini/util.py"]),
 }  # fmt: skip
+REFUSED |= {  # each line of MISREAD as line 3 of a message
+    case: (f"[Core] Extra\n\n{line}\nAfter it.\n",
+           [f"{{short}} [Core] Extra, line 3 {line.strip(chr(10))!r}: `git am`", what])
+    for case, (line, what) in MISREAD.items()
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", REFUSED)
-def test_a_message_git_am_would_commit_otherwise_is_not_exported(ws, case):
+def test_a_message_git_am_would_commit_otherwise_is_named_and_not_exported(
+    ws, monkeypatch, case
+):
     ws.series_of(THREE[0])
     before = ws.snapshot()
     text, said = REFUSED[case]
@@ -129,6 +107,12 @@ def test_a_message_git_am_would_commit_otherwise_is_not_exported(ws, case):
     message = refused(ws.export)
     assert all(s.format(short=short) in message for s in said), message
     assert ws.snapshot() == before
+    # Without the line check, the proof (`git am`'s reading of each patch
+    # file against the commit) refuses it all the same.
+    monkeypatch.setattr("forktool.export.misread", lambda commit: [])
+    message = refused(ws.export)
+    assert "do not rebuild" in message
+    assert re.search(r"another message|author|mails from|does not apply", message)
 
 
 def test_a_non_ascii_author_and_message_round_trip(ws):
@@ -176,7 +160,7 @@ def test_the_sign_off_advice_signs_only_my_commits_that_lack_it(ws, case):
         env = authored_by(author or PERSON)
         sign = "" if author else f"\n\nSigned-off-by: {PERSON}"
         commit_message(ws.tree, path, "X = 1\n", f"{subject}{sign}\n", **env)
-    before = trailers(ws.tree)
+    before = fx.trailers(ws.tree)
     message = ws.export()
     assert all(said in message for said in warned)
     written = zip(ws.names()[len(exported) :], added, strict=True)
@@ -190,7 +174,7 @@ def test_the_sign_off_advice_signs_only_my_commits_that_lack_it(ws, case):
     mine = [subject for _, subject, author in added if author == PERSON]
     signed = [f"Signed-off-by: {PERSON}"]
     expected = {s: signed if s in mine else t for s, t in before.items()}
-    assert trailers(ws.tree) == expected
+    assert fx.trailers(ws.tree) == expected
     message = ws.export()  # only their commit lacks it: whom to ask
     assert "rebase -q" not in message
     assert ("Signed-off-by" in message) == (case == "a contributor's commit")

@@ -3,11 +3,8 @@ mutants' outcomes in a tiny synthetic fork (this interpreter, no vLLM)."""
 
 from __future__ import annotations
 
-import ast
 import importlib
 import re
-from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from evidence_fixture import commit, link_venv, new_repo
@@ -26,29 +23,16 @@ diff --git a/vllm/a.py b/vllm/a.py
 --- a/vllm/a.py
 +++ b/vllm/a.py
 @@ -10,0 +11,3 @@ def f():
-+    x = 1
-+    y = 2
-+    return x
 @@ -20 +23 @@ def g():
--    return 1
-+    return 2
 diff --git a/vllm/gone.py b/vllm/gone.py
 --- a/vllm/gone.py
 +++ /dev/null
 @@ -1,2 +0,0 @@
--x = 1
--y = 2
 diff --git a/vllm/data.json b/vllm/data.json
 --- a/vllm/data.json
 +++ b/vllm/data.json
 @@ -1 +1 @@
--{}
-+{"a": 1}
 """
-
-
-def test_added_lines_of_python_files():
-    assert mutation.added_lines(DIFF) == {"vllm/a.py": {11, 12, 13, 23}}
 
 
 SOURCE = '''\
@@ -115,7 +99,7 @@ class K:
     ]  # fmt: skip
 
 
-def test_a_mutant_is_the_whole_file_with_one_change():
+def test_a_mutant_is_the_whole_file_with_one_change_that_compiles(monkeypatch):
     negated = {m.mutation: m for m in made(SOURCE, {8})}["returns its negation"]
     assert negated.source == SOURCE.replace("return not needed", "return needed")
     assert negated.text == "return not needed"
@@ -139,9 +123,7 @@ def pages(specs):
     assert "spec.start + (spec.size) // 2" in by["added term halved"]
     # Only pairs lose an element; a triple is a record its reader unpacks.
     assert not {"spec.start dropped", "end dropped", "1 dropped"} & set(by)
-
-
-def test_multiline_statements_bytes_and_repeated_mistakes():
+    # Multiline statements, columns in bytes, the same mistake twice on a line.
     source = 'label = "é"; n = 1\nsame = a == b == c\n'
     source += "total = sum(\n    x for x in range(3)\n)\n"
     mutants = made(source, {1, 2, 3})
@@ -151,18 +133,13 @@ def test_multiline_statements_bytes_and_repeated_mistakes():
     assert on_2 == ["assignment deleted", "== -> !=", "== -> != #2"]
     (gone,) = [m for m in mutants if m.line == 3]
     assert gone.source.endswith("pass\n") and gone.text == "total = sum("
-
-
-def test_a_mutant_that_does_not_compile_is_left_out(monkeypatch):
-    def broken(node):
-        if isinstance(node, ast.Return):
-            yield node, "return (", "broken"
-
-    monkeypatch.setattr(mutation, "_points", broken)
+    # A mutant that does not compile is left out.
+    monkeypatch.setattr(mutation, "_points", lambda n: [(n, "return (", "broken")])
     assert found("def f():\n    return 1\n", {2}) == []
 
 
-def test_each_hunk_reverted_alone_unless_it_changes_no_code():
+def test_added_lines_and_each_hunk_reverted_alone_unless_it_changes_no_code():
+    assert mutation.added_lines(DIFF) == {"vllm/a.py": {11, 12, 13, 23}}  # .py only
     old = "def f(x):\n    return x\n\n\ndef g():\n    return 1\n"
     f = 'def f(x):\n    """Doc."""\n    return x\n\n\n'
     new = f + "def g():\n    # why\n    y = 2\n    return y\n"
@@ -196,23 +173,20 @@ g = functools.partial(f)
 """
 
 
-def test_each_mutant_names_the_function_it_runs_in():
+@pytest.mark.parametrize("qualname, old, new, check", [
+    ("K.flag", "return True", "return False", lambda m: m.K().flag),
+    ("K.cached", "return 1", "return 2", lambda m: m.K().cached == 1),
+    ("f", "return K().flag", "return None", lambda m: m.f()),
+])  # fmt: skip
+def test_each_mutant_names_its_function_the_server_swaps_the_code_of(
+    tmp_path, monkeypatch, qualname, old, new, check
+):
     where = {(m.line, m.mutation): m.function for m in made(SWAPPABLE, set(range(17)))}
     assert where[3, "False -> True"] == ""  # the class body runs at import
     assert where[6, "returns None"] == "K.flag"
     assert where[10, "1 -> 2"] == ""  # so does a decorator
     assert where[11, "1 -> 2"] == ""  # and a default
     assert where[12, "returns None"] == "h"
-
-
-@pytest.mark.parametrize("qualname, old, new, check", [
-    ("K.flag", "return True", "return False", lambda m: m.K().flag),
-    ("K.cached", "return 1", "return 2", lambda m: m.K().cached == 1),
-    ("f", "return K().flag", "return None", lambda m: m.f()),
-])  # fmt: skip
-def test_the_server_swaps_the_code_of_live_functions(
-    tmp_path, monkeypatch, qualname, old, new, check
-):
     monkeypatch.syspath_prepend(str(tmp_path))
     module = tmp_path / f"swap_{qualname.replace('.', '_')}.py"
     module.write_text(SWAPPABLE)
@@ -247,42 +221,37 @@ def test_limit_above():
 def test_clamp():
     assert clamp(3) == 3
 """
+TEST_CALC = "tests/test_calc.py"
 # Left alive by the tests: one at import, one inside a function.
-SURVIVORS = [
-    ("vllm/calc.py", "LIMIT = 3", "3 -> 4"),
-    ("vllm/calc.py", "return min(n, 10)", "10 -> 11"),
-]
+SURVIVORS = [("vllm/calc.py", "LIMIT = 3", "3 -> 4"),
+             ("vllm/calc.py", "return min(n, 10)", "10 -> 11")]  # fmt: skip
 
 
 @pytest.fixture
-def setting(tmp_path, monkeypatch):
-    """A base and a patch adding CALC and its tests; a venv; their selection."""
+def check(tmp_path, monkeypatch):
+    """The check on a base and a patch adding CALC and its tests, with a venv,
+    run with fork_tests/ `fork_tests`: (what it found, its rows by line and
+    mutation); the result written to the store as `test` writes it."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(mutation, "LAYOUT", Layout(tmp_path))  # its lists, fork_tests/
     base = {"vllm/__init__.py": "", "vllm/calc.py": "def decide(a, b):\n    pass\n"}
     commit(fork := new_repo(tmp_path / "fork"), base, "base", tag="base")
-    commit(fork, {"vllm/calc.py": CALC, "tests/test_calc.py": TESTS}, "[Core] Calc")
+    commit(fork, {"vllm/calc.py": CALC, TEST_CALC: TESTS}, "[Core] Calc")
     (tmp_path / "fixtures").mkdir()
     venv = link_venv(tmp_path / "venv")
     runner = Runner(venv, tmp_path / "fixtures", tmp_path / "hf", {}, tmp_path / "logs")
-    selection = Selection({}, ("tests/test_calc.py",), (), frozenset(), (), {})
-    return fork, runner, selection
+    store, trees = tmp_path / "results", tmp_path / "trees"
 
+    def check(*fork_tests: str):
+        selection = Selection({}, (TEST_CALC,), fork_tests, frozenset(), (), {})
+        found = mutation.mutation_testing(fork, trees, runner, selection, store)
+        tree, line = checks.fork_tree(fork), mutation.COMMAND_LINE
+        result = CheckResult(mutation.NAME, found.ok, tree, "0.1", line)
+        result.counts, result.data = found.counts, found.data
+        checks.write(store, result)
+        return found, {(m["line"], m["mutation"]): m for m in found.data["mutants"]}
 
-def check(tmp_path: Path, setting, equivalents: Path, gpu_lines=Path("/none")):
-    """The check, its result written to the store as `test` writes it."""
-    fork, runner, selection = setting
-    store, tree = tmp_path / "results", checks.fork_tree(fork)
-    found = mutation.mutation_testing(
-        fork, tmp_path / "trees", runner, selection, store, equivalents, gpu_lines
-    )
-    result = CheckResult(mutation.NAME, found.ok, tree, "0.1", mutation.COMMAND_LINE)
-    result.counts, result.data = found.counts, found.data
-    checks.write(store, result)
-    return found
-
-
-def by_line(found) -> dict:
-    return {(m["line"], m["mutation"]): m for m in found.data["mutants"]}
+    return check
 
 
 def listed(*entries: tuple[str, str, str]) -> str:
@@ -293,13 +262,12 @@ def listed(*entries: tuple[str, str, str]) -> str:
     )
 
 
-def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, capsys):
-    equivalents = tmp_path / "mutants-equivalent.toml"
-    found = check(tmp_path, setting, equivalents)
+def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, check, capsys):
+    found, by_line = check()
     assert not found.ok
     assert found.counts["mutants"] == 14
     assert (found.counts["killed"], found.counts["survived"]) == (12, 2)
-    rows = {at: (m["outcome"], m["detail"]) for at, m in by_line(found).items()}
+    rows = {at: (m["outcome"], m["detail"]) for at, m in by_line.items()}
     kinds = {m["kind"] for m in found.data["mutants"]}
     assert kinds == {"killed (series)", "survived"}  # no fork_tests/ here
     test = "tests/test_calc.py::test_"
@@ -311,7 +279,7 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
     assert rows[1, "3 -> 4"] == rows[7, "10 -> 11"] == ("survived", "")
     assert rows[7, "returns None"] == ("killed", test + "clamp")
     assert re.search(r"\nvllm/calc.py:1 +3 -> 4 +survived\n", found.excerpts["table"])
-    fork = setting[0]
+    fork = tmp_path / "fork"
     assert git(fork, "status", "--porcelain").stdout == ""  # the fork untouched
     scratch = tmp_path / "trees" / "mutate-1" / "vllm" / "calc.py"
     assert scratch.read_text() == CALC  # and each worktree restored
@@ -319,12 +287,12 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
     # A rerun on the same tree runs nothing; an equivalent mutant keeps its
     # reason; an entry that names no mutant is pointed out.
     capsys.readouterr()
-    again = check(tmp_path, setting, equivalents)
+    again, _ = check()
     assert again.data["mutants"] == found.data["mutants"]
     assert "0 to run, 14 known" in capsys.readouterr().out
     gone = ("vllm/calc.py", "x = 1", "1 -> 2")
-    equivalents.write_text(listed(*SURVIVORS, gone))
-    settled = check(tmp_path, setting, equivalents)
+    (tmp_path / "mutants-equivalent.toml").write_text(listed(*SURVIVORS, gone))
+    settled, _ = check()
     assert settled.ok
     assert (settled.counts["equivalent"], settled.counts["survived"]) == (2, 0)
     assert re.search(r"10 -> 11 +equivalent +no test asks", settled.excerpts["table"])
@@ -332,27 +300,20 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, setting, 
     assert "mutants-equivalent.toml: no mutant is vllm/calc.py: 'x = 1': 1 -> 2" in out
 
 
-CHECK_CLAMP = (
-    "from vllm.calc import clamp\ndef test_clamp_caps():\n    assert clamp(20) == 10\n"
-)
-
-
 def test_a_line_only_fork_tests_guard_fails_unless_it_is_gpu_only(
-    tmp_path, setting, monkeypatch, capsys
+    tmp_path, check, capsys
 ):
-    """Only fork_tests/ kills `10 -> 11` in clamp: a failure until GPU-only."""
-    repo = tmp_path / "repo"  # this repository, with its fork_tests/
-    (repo / "fork_tests").mkdir(parents=True)
-    (repo / "fork_tests" / "test_cap.py").write_text(CHECK_CLAMP)
-    monkeypatch.setattr(mutation, "LAYOUT", Layout(repo))
-    fork, runner, selection = setting
-    setting = (fork, runner, replace(selection, fork_tests=("fork_tests",)))
+    """Only fork_tests/ kills `10 -> 11` in clamp: a failure until GPU-only;
+    and a selection that fails on the unmutated fork is refused."""
+    (tmp_path / "fork_tests").mkdir()
+    cap = "def test_clamp_caps():\n    assert clamp(20) == 10\n"
+    (tmp_path / "fork_tests" / "test_cap.py").write_text(
+        f"{TESTS.splitlines()[0]}\n{cap}"
+    )
     equivalents = tmp_path / "mutants-equivalent.toml"
     equivalents.write_text(listed(SURVIVORS[0]))  # the other survivor
-    gpu_lines = tmp_path / "upstream-tests.toml"
-    found = check(tmp_path, setting, equivalents, gpu_lines)
+    found, rows = check("fork_tests")
     assert not found.ok
-    rows = by_line(found)
     capped = [rows[7, "10 -> 11"][k] for k in ("outcome", "kind", "detail", "gpu_only")]
     assert capped == ["killed", "killed (fork tests only)",
                       "fork_tests/test_cap.py::test_clamp_caps", ""]  # fmt: skip
@@ -369,26 +330,19 @@ def test_a_line_only_fork_tests_guard_fails_unless_it_is_gpu_only(
     assert "mutation testing: FAILED" in out
 
     # Listed as GPU-only, with why: it passes, from cached outcomes, and says why.
-    gpu_lines.write_text(
+    (tmp_path / "upstream-tests.toml").write_text(
         '[[mutate.gpu_only]]\nfile = "vllm/calc.py"\n'
         'line = "return min(n, 10)"\nreason = "only a GPU clamps"\n'
     )
-    again = check(tmp_path, setting, equivalents, gpu_lines)
+    again, rows = check("fork_tests")
     assert again.ok
-    assert by_line(again)[7, "10 -> 11"]["gpu_only"] == "only a GPU clamps"
+    assert rows[7, "10 -> 11"]["gpu_only"] == "only a GPU clamps"
     out = capsys.readouterr().out
     assert "0 to run" in out and "MUTANTS:" not in out
     assert "vllm/calc.py:7 is guarded only by fork_tests/ (10 -> 11): GPU-only" in out
 
-
-def test_a_selection_that_fails_unmutated_is_refused(tmp_path, setting):
-    fork, runner, selection = setting
-    commit(fork, {"tests/test_calc.py": "def test_no():\n    assert False\n"}, "x")
+    failing = {"tests/test_calc.py": "def test_no():\n    assert False\n"}
+    commit(tmp_path / "fork", failing, "x")
     with pytest.raises(ForkToolError, match="does not pass on the fork"):
-        mutation.mutation_testing(
-            fork, tmp_path / "trees", runner, selection, tmp_path / "r", Path("/none")
-        )
-
-
-def test_the_command_is_registered():
-    assert "mutants-equivalent.toml" in command("mutate").description
+        check()
+    assert "mutants-equivalent.toml" in str(command("mutate").description)

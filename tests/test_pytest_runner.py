@@ -3,7 +3,6 @@ tiny test files: outcomes, exceptions and messages, progress, the cache."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -38,8 +37,9 @@ RECORDS = [
 ]
 
 
-def test_progress_counts_each_test_once_and_outcomes_keep_every_error():
-    """A teardown error and a module that does not import are errors."""
+def test_progress_counts_each_test_once_and_outcomes_keep_every_error(tmp_path):
+    """A teardown error and a module that does not import are errors; a report
+    line still being written is left out."""
     assert progress(RECORDS, 125.7) == "5/7 tests done, 3 failed, 2 min 05 s"
     under_way = progress(RECORDS[:6], 60)
     assert under_way == "2/7 tests done, 1 failed, 1 min 00 s"
@@ -48,9 +48,6 @@ def test_progress_counts_each_test_once_and_outcomes_keep_every_error():
         "t.py::test_a": "passed", "t.py::test_b": "failed", "t.py::test_c": "skipped",
         "t.py::test_d": "error", "u.py": "error",
     }  # fmt: skip
-
-
-def test_a_report_line_still_being_written_is_left_out(tmp_path):
     path = tmp_path / "report.jsonl"
     path.write_text('{"event": "collected", "count": 2}\n{"event": "rep')
     assert read_report(path) == [{"event": "collected", "count": 2}]
@@ -58,7 +55,8 @@ def test_a_report_line_still_being_written_is_left_out(tmp_path):
 
 
 TESTS = """\
-import pytest
+import os, time, pytest
+GIVEN = os.sched_getaffinity(0)
 class TestKind:
     @pytest.mark.parametrize("x", [1, "a b", "c::d"])
     def test_param(self, x):
@@ -85,8 +83,13 @@ def test_raise(): {}["key"]
 def test_attr(): object().zeroing
 def test_keyword(): dict.fromkeys(resolved=1)
 def test_positional(): pytest.approx()
+def test_operand(): None + 1
+def test_name(): resolve
 def test_raises():
     with pytest.raises(ValueError): pass
+def test_pin(): os.sched_setaffinity(0, {min(GIVEN)})
+def test_all_cpus(): assert os.sched_getaffinity(0) == GIVEN
+def test_slow(): time.sleep(1.5)
 """
 IN_TESTS = {  # each test of TESTS: its outcome, its exception, a missing API?
     "TestKind::test_param[1]": ("failed", "AssertionError", False),
@@ -103,65 +106,15 @@ IN_TESTS = {  # each test of TESTS: its outcome, its exception, a missing API?
     "test_attr": ("failed", "AttributeError", True),
     "test_keyword": ("failed", "TypeError", True),
     "test_positional": ("failed", "TypeError", True),
+    "test_operand": ("failed", "TypeError", False),
+    "test_name": ("failed", "NameError", True),
     "test_raises": ("failed", "Failed", False),
+    # As vLLM's NIXL worker does, a test pins the process to one CPU: the next
+    # test runs on every CPU the run was given again.
+    "test_pin": ("passed", None, False),
+    "test_all_cpus": ("passed", None, False),
+    "test_slow": ("passed", None, False),
 }
-
-
-def pytest_in(tmp_path: Path, files: dict[str, str], *args: str) -> list[dict]:
-    """Run pytest with the plugin on `files` in a new tree; the records."""
-    out, cmd = tmp_path / "report.jsonl", [sys.executable, "-m", "pytest", *args]
-    env = pytest_runner.report_env(env_for(tmp_path / "hf"))
-    cmd += ["-p", "no:cacheprovider", *pytest_runner.report_args(out)]
-    process.run(cmd, cwd=new_repo(tmp_path / "run", files), env=env, check=False)
-    return read_report(out)
-
-
-def test_each_test_under_its_node_id_with_its_outcome_and_exception(tmp_path, runner):
-    """The exception caught (kept in the cache too): of an API the base lacks?"""
-    tree = tiny_tree(tmp_path / "tree", TESTS)
-    args = ("tests/test_x.py",)
-    result = runner.run(tree, args, "t", expected=args)
-    assert result.outcomes == {X + test: o for test, (o, _, _) in IN_TESTS.items()}
-    raised = {X + test: kind for test, (_, kind, _) in IN_TESTS.items() if kind}
-    for found in (result, runner.run(tree, args, "t", expected=args)):
-        assert found.exceptions() == raised
-    assert found.cached
-    for test, (_, kind, missing) in IN_TESTS.items():
-        if kind:
-            reason = result.reasons[X + test]
-            assert matrix.missing_api(kind, reason) is missing, reason
-    assert result.reasons[f"{X}test_skip"] == "Need 2 GPUs"
-    assert result.reasons[f"{X}test_xfail"] == "xfail: known"
-    assert result.reasons[f"{X}test_setup"] == "RuntimeError: fixture broke"
-    assert result.reasons[f"{X}test_raise"] == "KeyError: 'key'"
-    assert "no block reused" in result.reasons[f"{X}test_said"]
-    assert "assert 1 != 1" in result.reasons[f"{X}TestKind::test_param[1]"]
-    assert 'raise RuntimeError("fixture broke")' in result.tails[f"{X}test_setup"]
-    records = read_report(tmp_path / "logs" / "t.jsonl")
-    assert records[0] == {"event": "collected", "count": len(IN_TESTS)}
-    assert records[-1] == {"event": "finish", "exitstatus": 1}
-    assert all(r["duration"] >= 0 for r in records if r.get("when") == "call")
-
-
-def test_a_collection_error_is_an_error_of_its_module(tmp_path):
-    files = {"tests/test_ok.py": "def test_ok():\n    pass\n"}
-    files["tests/test_gone.py"] = "import not_a_module_here\n"
-    result = Result.of(pytest_in(tmp_path, files, "tests"))
-    assert result.outcomes == {"tests/test_gone.py": "error"}
-    assert result.exceptions() == {"tests/test_gone.py": "ModuleNotFoundError"}
-    assert "not_a_module_here" in result.reasons["tests/test_gone.py"]
-
-
-def test_collect_only_lists_the_ids_after_deselection(tmp_path):
-    deselect = "--deselect=tests/test_t.py::test_skip"
-    args = ("--collect-only", "-q", deselect, "tests")
-    records = pytest_in(tmp_path, {"tests/test_t.py": TESTS}, *args)
-    collected = [r for r in records if r["event"] == "collected"]
-    ids = collected[0]["ids"]
-    assert len(ids) == collected[0]["count"] == len(IN_TESTS) - 1
-    assert "tests/test_t.py::TestKind::test_param[c::d]" in ids
-    assert "tests/test_t.py::test_skip" not in ids
-    assert not Result.of(records).outcomes
 
 
 @pytest.fixture
@@ -178,22 +131,79 @@ def tiny_tree(path: Path, text: str) -> Path:
     return new_repo(path, {"tests/test_x.py": text})
 
 
-PINS = """\
-import os
-GIVEN = {given}
-def test_pins_the_process_to_one_cpu(): os.sched_setaffinity(0, {{min(GIVEN)}})
-def test_runs_on_every_cpu_it_was_given(): assert os.sched_getaffinity(0) == GIVEN
-"""
+def test_the_runner_collects_runs_reports_progress_and_caches(
+    tmp_path, runner, monkeypatch, capsys
+):
+    """Each test under its node id with its outcome, its exception (of an API
+    the base lacks?) and its message, kept through the cache's JSON; a run with
+    a failure nobody expects (it may be flaky) or of a dirty tree is not kept,
+    one reading files outside the tree (fork_tests/) reruns when they change.
+    The GPU-only check passes when everything it selects is skipped."""
+    monkeypatch.setattr(pytest_runner, "PROGRESS_EVERY", 0.2)
+    tree, args = tiny_tree(tmp_path / "tree", TESTS), ("tests/test_x.py",)
+    assert runner.collect(tree, args, "collect") == [X + test for test in IN_TESTS]
+    result = runner.run(tree, args, "t")
+    assert result.outcomes == {X + test: o for test, (o, _, _) in IN_TESTS.items()}
+    assert not result.cached
+    assert f"[t] {len(IN_TESTS) - 1}/{len(IN_TESTS)} tests done, 12 failed" in (
+        capsys.readouterr().out
+    )
+    assert "test_slow PASSED" in (tmp_path / "logs" / "t.log").read_text()
+    raised = {X + test: kind for test, (_, kind, _) in IN_TESTS.items() if kind}
+    assert result.exceptions() == raised
+    for test, (_, kind, missing) in IN_TESTS.items():
+        if kind:
+            reason = result.reasons[X + test]
+            assert matrix.missing_api(kind, reason) is missing, reason
+    assert result.reasons[f"{X}test_skip"] == "Need 2 GPUs"
+    assert result.reasons[f"{X}test_xfail"] == "xfail: known"
+    assert result.reasons[f"{X}test_setup"] == "RuntimeError: fixture broke"
+    assert result.reasons[f"{X}test_raise"] == "KeyError: 'key'"
+    assert "no block reused" in result.reasons[f"{X}test_said"]
+    assert "assert 1 != 1" in result.reasons[f"{X}TestKind::test_param[1]"]
+    assert 'raise RuntimeError("fixture broke")' in result.tails[f"{X}test_setup"]
+    records = read_report(tmp_path / "logs" / "t.jsonl")
+    assert records[0] == {"event": "collected", "count": len(IN_TESTS)}
+    assert records[-1] == {"event": "finish", "exitstatus": 1}
+    assert all(r["duration"] >= 0 for r in records if r.get("when") == "call")
+    assert not runner.run(tree, args, "t").cached
+    first = runner.run(tree, args, "t", expected=args)
+    again = runner.run(tree, args, "t", expected=args)
+    assert not first.cached and again.cached and again.outcomes == result.outcomes
+    kept = ("reasons", "exception_types", "tails")
+    assert [getattr(again, k) for k in kept] == [getattr(first, k) for k in kept]
+    selection = Selection({}, (), (), frozenset(), (f"{X}test_skip",), {})
+    found = matrix.gpu_only_skipped(tree, runner, selection)  # all skipped
+    assert found.ok and found.data["reasons"] == {f"{X}test_skip": "Need 2 GPUs"}
+    check = tmp_path / "fork_tests" / "test_c.py"  # read from outside the tree
+    check.parent.mkdir()
+    check.write_text("def test_c():\n    pass\n")
+    outside = (f"--rootdir={tmp_path}", str(check))
+    assert runner.run(tree, outside, "c", inputs=(check,)).outcomes
+    assert runner.run(tree, outside, "c", inputs=(check,)).cached
+    check.write_text("def test_c():\n    assert False\n")  # keys the cache
+    rerun = runner.run(tree, outside, "c", inputs=(check,))
+    assert not rerun.cached and set(rerun.outcomes.values()) == {"failed"}
+    (tree / "tests" / "test_y.py").write_text("def test_new():\n    pass\n")
+    assert not runner.run(tree, args, "t", expected=args).cached
 
 
-@pytest.mark.skipif(
-    len(os.sched_getaffinity(0)) < 2, reason="with one CPU, pinning changes nothing"
-)
-def test_a_test_pinning_the_process_to_one_cpu_leaves_the_next_on_all(tmp_path, runner):
-    """As vLLM's NIXL worker does: the next test runs on every CPU again."""
-    tree = tiny_tree(tmp_path / "tree", PINS.format(given=os.sched_getaffinity(0)))
-    result = runner.run(tree, ("tests/test_x.py",), "pin")
-    assert set(result.outcomes.values()) == {"passed"}, result.reasons
+def test_a_collection_error_is_an_error_and_collect_only_lists_the_ids(tmp_path):
+    """The error of its module; the ids are those left after deselection."""
+    files = {"tests/test_t.py": TESTS, "tests/test_gone.py": "import not_a_module\n"}
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only"]
+    cmd += ["-q", "--deselect=tests/test_t.py::test_skip", "tests"]
+    tree, env = new_repo(tmp_path / "run", files), env_for(tmp_path / "hf")
+    session = pytest_runner.run_pytest(cmd, tree, env, tmp_path / "c.log", "c")
+    records, result = session.records, session.result()
+    assert result.outcomes == {"tests/test_gone.py": "error"}
+    assert result.exceptions() == {"tests/test_gone.py": "ModuleNotFoundError"}
+    assert "not_a_module" in result.reasons["tests/test_gone.py"]
+    collected = [r for r in records if r["event"] == "collected"]
+    ids = collected[0]["ids"]
+    assert len(ids) == collected[0]["count"] == len(IN_TESTS) - 1
+    assert "tests/test_t.py::TestKind::test_param[c::d]" in ids
+    assert "tests/test_t.py::test_skip" not in ids
 
 
 def test_bytecode_goes_outside_the_tree_and_humming_starts_no_cuda_build(
@@ -212,57 +222,6 @@ def test_bytecode_goes_outside_the_tree_and_humming_starts_no_cuda_build(
     assert "humming-bg-build-reaper" not in run.stdout
     assert not (tmp_path / "tree" / "__pycache__").exists()
     assert [p.name for p in (tmp_path / "pycache").rglob("module.*.pyc")]
-
-
-def test_runner_collects_runs_reports_progress_and_caches(
-    tmp_path, runner, monkeypatch, capsys
-):
-    monkeypatch.setattr(pytest_runner, "PROGRESS_EVERY", 0.2)
-    tree = tiny_tree(
-        tmp_path / "tree",
-        "import time\ndef test_pass(): pass\ndef test_fail(): assert False\n"
-        "def test_slow(): time.sleep(1.5)\n",
-    )
-    args = ("tests/test_x.py",)
-    outcomes = {f"{X}test_pass": "passed", f"{X}test_fail": "failed"}
-    outcomes[f"{X}test_slow"] = "passed"
-    assert runner.collect(tree, args, "collect") == list(outcomes)
-    result = runner.run(tree, args, "run")
-    assert result.outcomes == outcomes
-    assert not result.cached
-    assert "[run] 2/3 tests done, 1 failed" in capsys.readouterr().out
-    assert "test_slow PASSED" in (tmp_path / "logs" / "run.log").read_text()
-    # A failure nobody expects may be flaky: the run is not kept.
-    assert not runner.run(tree, args, "run").cached
-    must_fail = (f"{X}test_fail",)
-    assert not runner.run(tree, args, "run", expected=must_fail).cached
-    again = runner.run(tree, args, "run", expected=must_fail)
-    assert again.cached and again.outcomes == result.outcomes
-    kept = ("reasons", "exception_types", "tails")  # through the cache's JSON
-    assert [getattr(again, k) for k in kept] == [getattr(result, k) for k in kept]
-    assert result.exception_types[f"{X}test_fail"] == "AssertionError"
-    (tree / "tests" / "test_y.py").write_text("def test_new():\n    pass\n")
-    assert not runner.run(tree, args, "run").cached  # uncommitted: run again
-
-
-def test_files_outside_the_tree_key_the_cache_and_gpu_only_reports(tmp_path, runner):
-    """A run that reads fork_tests/ from outside the tree reruns when they change;
-    the GPU-only check passes only when everything it selects is skipped."""
-    skip = "import pytest\n@pytest.mark.skip(reason='Need 2 GPUs')\n"
-    tree = tiny_tree(tmp_path / "tree", skip + "def test_e2e(): pass\n")
-    check = tmp_path / "fork_tests" / "test_c.py"
-    check.parent.mkdir()
-    check.write_text("def test_c():\n    pass\n")
-    args = (f"--rootdir={tmp_path}", str(check))
-    assert runner.run(tree, args, "c", inputs=(check,)).outcomes
-    assert runner.run(tree, args, "c", inputs=(check,)).cached
-    check.write_text("def test_c():\n    assert False\n")
-    rerun = runner.run(tree, args, "c", inputs=(check,))
-    assert not rerun.cached and set(rerun.outcomes.values()) == {"failed"}
-    selection = Selection({}, (), (), frozenset(), ("tests/test_x.py",), {})
-    found = matrix.gpu_only_skipped(tree, runner, selection)
-    assert found.ok
-    assert found.data["reasons"] == {"tests/test_x.py::test_e2e": "Need 2 GPUs"}
 
 
 def test_the_fork_failures_are_run_again_and_the_base_where_needed(tmp_path, runner):

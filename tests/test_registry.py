@@ -29,30 +29,13 @@ def row(result):
     return f"| A sample check | — | {counts.get('found', 'not measured')} found |"
 CHECKS = (Check("sample", "a sample check", TEST, measure, pr_row=row),)
 """
-BROKEN = """
-from forktool.checks import TEST, Check
-CHECKS = (Check("broken", "a broken check", TEST),)
-"""
-
-
-def add_module(tmp_path, monkeypatch, name: str, text: str) -> None:
-    """The registry with one more module, `name`, holding `text`."""
-    (tmp_path / f"{name}.py").write_text(text)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(checks, "REGISTERED", (*checks.REGISTERED, name))
-    monkeypatch.delitem(sys.modules, name, raising=False)
 
 
 @pytest.fixture
-def clone(tmp_path, monkeypatch):
-    """A clone whose build/vllm is a small fork, the checks' results there."""
+def ctx(tmp_path, monkeypatch):
+    """In a clone whose build/vllm is a small fork, the checks' results there."""
     mini_fork(Layout(tmp_path).fork)
     monkeypatch.setattr("forktool.checks.LAYOUT", Layout(tmp_path))
-    return Layout(tmp_path)
-
-
-@pytest.fixture
-def ctx(tmp_path):
     return checks.Context(Pins.load(), tmp_path, None, None, None)  # type: ignore[arg-type]
 
 
@@ -68,11 +51,15 @@ def check(name: str, measure, **how) -> checks.Check:
 
 
 def test_a_check_added_as_one_entry_runs_in_test_and_renders_in_pr(
-    clone, ctx, tmp_path, monkeypatch, capsys
+    ctx, tmp_path, monkeypatch, capsys
 ):
+    clone = Layout(tmp_path)
     fork, store = clone.fork, clone.results
     synthetic_results(store, checks.fork_tree(fork))  # all but the new check's
-    add_module(tmp_path, monkeypatch, "sample_checks", SAMPLE)
+    (tmp_path / "sample_checks.py").write_text(SAMPLE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(checks, "REGISTERED", (*checks.REGISTERED, "sample_checks"))
+    monkeypatch.delitem(sys.modules, "sample_checks", raising=False)
     sample = next(c for c in all_checks() if c.name == "sample")
     ran: list[checks.Check] = []  # what `test` would run
     monkeypatch.setattr(test_command, "prepare", lambda pins: "ready")
@@ -90,13 +77,11 @@ def test_a_check_added_as_one_entry_runs_in_test_and_renders_in_pr(
     assert "| A sample check | — | 7 found |" in shown
 
 
-def test_an_entry_gating_test_without_a_measure_fails_at_import(tmp_path, monkeypatch):
-    add_module(tmp_path, monkeypatch, "broken", BROKEN)
+def test_an_entry_gating_test_without_a_measure_or_of_a_taken_name_is_refused(
+    monkeypatch,
+):
     with pytest.raises(ForkToolError, match="'broken' gates `test` but says"):
-        __import__("broken")
-
-
-def test_two_checks_of_one_name_are_refused(monkeypatch):
+        check("broken", None)
     module = argparse.Namespace(CHECKS=(check("ruff", lambda ctx: None),))
     monkeypatch.setitem(sys.modules, "twice_checks", module)
     monkeypatch.setattr(checks, "REGISTERED", (*checks.REGISTERED, "twice_checks"))
@@ -104,10 +89,12 @@ def test_two_checks_of_one_name_are_refused(monkeypatch):
         checks.all_checks()
 
 
-def test_a_background_check_runs_while_the_others_run_and_is_recorded(
-    clone, ctx, tmp_path, capsys
+def test_a_background_check_runs_while_the_others_run_and_ends_with_the_tool(
+    ctx, tmp_path, capsys
 ):
-    started = tmp_path / "started"  # only a check in the background writes it
+    """It is recorded (a broken one fails); when another check raises, its
+    processes end with the tool."""
+    started, pid_file = tmp_path / "started", tmp_path / "sleeper"
 
     def in_turn(ctx):
         wait_for(started.exists, "the other check did not run in the background")
@@ -130,18 +117,13 @@ def test_a_background_check_runs_while_the_others_run_and_is_recorded(
     out = capsys.readouterr().out
     assert out.index("=== in-turn ===") < out.index("said in the background")
     assert "RuntimeError: a bug in a check" in out
+    clone = Layout(tmp_path)
     assert f"broken ended with status 1: see {clone.logs / 'broken.out'}" in out
     found = checks.read(clone.results, "background")
     assert found and found.ok and found.counts == {"found": 3}
     assert not checks.read(clone.results, "broken").ok  # type: ignore[union-attr]
 
-
-def test_a_background_check_ends_with_its_processes_when_another_raises(
-    clone, ctx, tmp_path
-):
-    pid_file = tmp_path / "sleeper"
-
-    def background(ctx):
+    def sleeper(ctx):
         sleeper = subprocess.Popen(["sleep", "60"])
         pid_file.write_text(str(sleeper.pid))
         sleeper.wait()
@@ -151,16 +133,16 @@ def test_a_background_check_ends_with_its_processes_when_another_raises(
         wait_for(pid_file.exists, "the background check did not start")
         raise ForkToolError("a check found bad input")
 
-    ran = [check("background", background, background=True), check("r", raising)]
+    ran = [check("sleeper", sleeper, background=True), check("r", raising)]
     with pytest.raises(ForkToolError, match="bad input"):
         run_checks(ctx, ran, checks.TEST, 0.0)
-    ended = Path(f"/proc/{pid_file.read_text()}")
-    wait_for(lambda: _ended(ended), "the check's process outlived the tool", 10)
+    stat = Path(f"/proc/{pid_file.read_text()}/stat")
+    wait_for(lambda: _ended(stat), "the check's process outlived the tool", 10)
 
 
-def _ended(proc: Path) -> bool:
+def _ended(stat: Path) -> bool:
     """Gone, or ended and not yet reaped by its parent (state Z)."""
     try:
-        return (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        return stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except (FileNotFoundError, IndexError):
         return True

@@ -11,24 +11,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import fork_fixture as fx
 import pytest
-from fork_fixture import (
-    AUTHOR,
-    BASE_FILES,
-    PERSON,
-    SUBJECTS,
-    THREE,
-    clean,
-    commit,
-    git,
-    head,
-    make_pins,
-    make_sdist,
-    refusal,
-    refused,
-    subjects,
-    trees,
-)
+from fork_fixture import PERSON, THREE, clean, commit, git, head, refusal, refused
 
 from forktool import pins
 from forktool.layout import LAYOUT
@@ -103,7 +88,7 @@ def test_a_sha256_mismatch_unpacks_nothing_and_says_which_side_is_wrong(
         pins, "_index", lambda p: {cached.name: (served.as_uri(), index)}
     )
     wheel = Artifact("mini-0.1-py3-none-any.whl", "2" * 64)
-    bad = ws._replace(pins=make_pins(Artifact(cached.name, pin), wheel))
+    bad = ws._replace(pins=fx.make_pins(Artifact(cached.name, pin), wheel))
     message = refused(bad.sync)
     mismatch = f"for {cached}: pins.toml says {pin}, the file has {actual}."
     assert f"sha256 mismatch {mismatch} Nothing was unpacked." in message
@@ -117,19 +102,24 @@ def test_a_sha256_mismatch_unpacks_nothing_and_says_which_side_is_wrong(
         assert "base + 3 patches" in bad.sync()
         assert "downloading mini-0.1.tar.gz" in capsys.readouterr().out
         assert cached.read_bytes() == served.read_bytes()
-        assert subjects(ws.tree) == SUBJECTS
+        assert fx.subjects(ws.tree) == fx.SUBJECTS
 
 
-def test_a_download_that_mismatches_is_kept_where_the_error_says(ws, monkeypatch):
+def test_a_mismatching_download_is_kept_and_another_release_refused(ws, monkeypatch):
     cached = downloads() / "mini-0.1.tar.gz"
     served = cached.rename(cached.with_name("served.tar.gz"))
     index = {cached.name: (served.as_uri(), sha256_of(served))}
     monkeypatch.setattr(pins, "_index", lambda p: index)
-    message = refused(ws._replace(pins=make_pins(Artifact(cached.name, "1" * 64))).sync)
-    assert (
-        f"sha256 mismatch for {cached}:" in message and "The file is kept." in message
-    )
+    bad = ws._replace(pins=fx.make_pins(Artifact(cached.name, "1" * 64)))
+    message = refused(bad.sync)
+    assert f"sha256 mismatch for {cached}:" in message
+    assert "The file is kept." in message
     assert cached.read_bytes() == served.read_bytes()
+    # An sdist of another release than pinned is refused.
+    other = fx.make_sdist(downloads() / "mini-0.2.tar.gz", fx.BASE_FILES)  # says 0.1
+    with pytest.raises(ForkToolError, match=r"is mini 0.1 \(its PKG-INFO\), not"):
+        fetch_sdist(dataclasses.replace(ws.pins, version="0.2", sdist=other))
+    assert fetch_sdist(ws.pins).name == "mini-0.1.tar.gz"
 
 
 PINS_EDITS = {  # pins.toml's text, edited; what the refusal says
@@ -160,35 +150,6 @@ def test_pins_that_disagree_with_what_they_name_are_refused(tmp_path, case):
     assert Pins.load(LAYOUT.pins).version == "0.33.0"
 
 
-def test_an_sdist_of_another_release_than_pinned_is_refused(ws):
-    other = make_sdist(downloads() / "mini-0.2.tar.gz", BASE_FILES)  # says 0.1
-    with pytest.raises(ForkToolError, match=r"is mini 0.1 \(its PKG-INFO\), not"):
-        fetch_sdist(dataclasses.replace(ws.pins, version="0.2", sdist=other))
-    assert fetch_sdist(ws.pins).name == "mini-0.1.tar.gz"
-
-
-def test_a_patch_that_does_not_apply_gets_one_message(ws):
-    ws.sync()
-    commit(ws.tree, "mini/__init__.py", "VALUE = 2\n", "Good")
-    commit(ws.tree, "mini/util.py", "def double(x):\n    return x << 1\n", "Bad")
-    ws.export()
-    bad = ws.patches / "0002-Bad.patch"  # its context disagrees with the base
-    bad.write_text(bad.read_text().replace("2 * x", "3 * x"))
-    shutil.rmtree(ws.tree)
-    message = refused(ws.sync)
-    assert "patch 2 of 2 in the series does not apply: 0002-Bad.patch" in message
-    assert "conflicting: mini/util.py" in message
-    assert f"git -C {ws.tree} am -3 --keep-non-patch {bad}" in message
-    assert "Patch failed at" not in message  # git's own text is in the log
-    log = ws.tree.parent / "logs" / "sync-git-am.log"
-    assert f"git's output: {log}" in message and "Patch failed at" in log.read_text()
-    assert not (ws.tree / ".git" / "rebase-apply").exists() and clean(ws.tree)
-    assert git(ws.tree, "log", "-1", "--format=%s").stdout.strip() == "Good"
-    # Nothing is lost by the half-built fork: export refuses to drop the patch.
-    with pytest.raises(ForkToolError, match="0002-Bad.patch: not applied yet"):
-        ws.export()
-
-
 HAND_EDITS = {  # patch 2, a line of its file, that line edited by hand
     "a hunk header counting too few lines": (
         ("mini/util.py", TRIPLE, "[Core] Triple"),
@@ -213,33 +174,48 @@ def test_a_patch_that_applies_other_content_than_it_names_is_refused(ws, edit):
         said = f"applied other content than it names, refused: {name}\n  mini/util.py"
         assert f"patch 2 of 3 in the series {said}: became" in str(error)
         assert "a `+` or `-` line changed" in str(error)
-        assert subjects(fork) == ["[Core] First"] and clean(fork)
+        assert fx.subjects(fork) == ["[Core] First"] and clean(fork)
     assert old_head in git(ws.tree, "rev-parse", "--branches=backup/").stdout
     git(ws.patches, "checkout", "--", ".")  # `git checkout patches`
     assert "applied 2 patches" in ws.sync()
     assert head(ws.tree) != old_head
-    assert trees(ws.tree)[-1] == head(ws.tree, f"{old_head}^{{tree}}")
+    assert fx.trees(ws.tree)[-1] == head(ws.tree, f"{old_head}^{{tree}}")
     assert "is what export writes (3 patches)" in ws.export(check=True)
 
 
-UNREADABLE = {  # what patch 2's file becomes, what the refusal says of it
-    "empty": (lambda text: "", r"git cannot tell its format \(0 bytes\)"),
-    "cut short": (lambda text: text[: text.index("@@")] + "@@ -1,2\n", "corrupt"),
-}
+BROKEN = {  # what patch 2's file becomes, what the refusal says of it
+    "its context changed": (lambda text: text.replace("2 * x", "3 * x"),
+                            "does not apply: 0002-Core-Second.patch"),
+    "empty": (lambda text: "", "cannot be read by git: 0002-Core-Second.patch\n"
+              "  git cannot tell its format (0 bytes)"),
+    "cut short": (lambda text: text[: text.index("@@")] + "@@ -1,2\n",
+                  "cannot be read by git: 0002-Core-Second.patch\n  git says: corrupt"),
+}  # fmt: skip
 
 
-@pytest.mark.parametrize("case", UNREADABLE)
-def test_a_patch_file_git_cannot_read_is_named(ws, case):
+@pytest.mark.parametrize("case", BROKEN)
+def test_a_patch_that_does_not_apply_or_cannot_be_read_gets_one_message(ws, case):
     ws.series_of(*THREE[:2])
-    edit, said = UNREADABLE[case]
+    edit, said = BROKEN[case]
     bad = ws.patches / "0002-Core-Second.patch"
     bad.write_text(edit(bad.read_text()))
     shutil.rmtree(ws.tree)
     error = refusal(ws.sync)
-    assert not isinstance(error, ConflictError)
-    unreadable = "cannot be read by git: 0002-Core-Second.patch"
-    assert f"patch 2 of 2 in the series {unreadable}" in str(error)
-    assert re.search(said, str(error)), str(error)
+    message = str(error)
+    assert isinstance(error, ConflictError) == (case == "its context changed")
+    assert f"patch 2 of 2 in the series {said}" in message
+    assert "Patch failed at" not in message  # git's own text is in the log
+    log = ws.tree.parent / "logs" / "sync-git-am.log"
+    assert f"git's output: {log}" in message
+    assert not (ws.tree / ".git" / "rebase-apply").exists() and clean(ws.tree)
+    assert fx.subjects(ws.tree) == ["[Core] First"]
+    # Nothing is lost by the half-built fork: export refuses to drop the patch.
+    with pytest.raises(ForkToolError, match="0002-Core-Second.patch: not applied yet"):
+        ws.export()
+    if case == "its context changed":
+        assert "conflicting: mini/util.py" in message
+        assert "Patch failed at" in log.read_text()
+        assert f"git -C {ws.tree} am -3 --keep-non-patch {bad}" in message
 
 
 def test_a_patch_file_left_mid_merge_is_refused_with_the_way_to_merge_it(ws):
@@ -259,12 +235,12 @@ def test_a_patch_file_left_mid_merge_is_refused_with_the_way_to_merge_it(ws):
     assert "backup/" not in git(ws.tree, "branch").stdout
 
 
-def test_commits_carry_their_authors_identity(ws):
+def test_commits_carry_their_authors_identity_and_force_keeps_local_work(ws):
     ws.series_of(THREE[0])
     config = git(ws.tree, "config", "--local", "--list").stdout
     assert "user.name" not in config and "user.email" not in config
     log = git(ws.tree, "log", "--format=%an <%ae>|%cn <%ce>").stdout.splitlines()
-    assert log == [f"{PERSON}|{PERSON}", f"{AUTHOR}|{AUTHOR}"]
+    assert log == [f"{PERSON}|{PERSON}", f"{fx.AUTHOR}|{fx.AUTHOR}"]
     # A fork made by an earlier version of the tool loses the tool's identity.
     git(ws.tree, "config", "user.name", "Test Project")
     git(ws.tree, "config", "user.email", "test-project@noreply.invalid")
@@ -274,12 +250,9 @@ def test_commits_carry_their_authors_identity(ws):
     shutil.rmtree(ws.tree)
     ws.sync()
     log = git(ws.tree, "log", "-1", "--format=%an <%ae>|%cn <%ce>").stdout
-    assert log.strip() == f"{PERSON}|{AUTHOR}"
-
-
-def test_sync_force_rebuilds_a_pure_rename_and_keeps_local_work_on_a_backup(ws):
-    """A rename has no `index` line; the staging worktree still checks it out."""
-    ws.sync()
+    assert log.strip() == f"{PERSON}|{fx.AUTHOR}"
+    # sync --force rebuilds a pure rename (no `index` line; the staging worktree
+    # still checks it out) and keeps local work on a backup.
     git(ws.tree, "mv", "mini/util.py", "mini/helpers.py")
     git(ws.tree, "commit", "-qm", f"[Misc] Rename\n\nSigned-off-by: {PERSON}")
     ws.export()
@@ -288,13 +261,25 @@ def test_sync_force_rebuilds_a_pure_rename_and_keeps_local_work_on_a_backup(ws):
     message = ws.sync(force=True)
     assert "rebuilt" in message
     assert head(ws.tree, message.rsplit("branch ", 1)[1]) == mine
-    assert (ws.tree / "mini/__init__.py").read_text() == "VALUE = 1\n"
+    assert (ws.tree / "mini/__init__.py").read_text() == "VALUE = 2\n"
     assert (ws.tree / "mini/helpers.py").exists()
     assert not (ws.tree / "mini/util.py").exists()
 
 
-def test_signing_and_hooks_of_the_user_leave_the_tools_commits_alone(ws, tmp_path):
+def test_the_users_settings_leave_the_tools_commits_alone_and_start_no_gc(
+    ws, tmp_path, monkeypatch
+):
+    assert "gc.auto=0" in NEUTRAL and "maintenance.auto=false" in NEUTRAL
     ws.series_of(*THREE)
+    # Blobs all in .git/objects/17/: `git gc --auto` packs past 6700 / 256 there.
+    texts = (f"{i}\n".encode() for i in range(100000))
+    loose = [t for t in texts if hashlib.sha1(b"blob %d\0" % len(t) + t).hexdigest()
+             .startswith("17")][:30]  # fmt: skip
+    for i, data in enumerate(loose):
+        (ws.tree / f"mini/loose{i}.txt").write_bytes(data)
+    git(ws.tree, "add", "mini")
+    git(ws.tree, "commit", "-qsm", "[Core] Many objects")
+    ws.publish()
     ids = git(ws.clone("plain"), "log", "--format=%H").stdout
     (hooks := tmp_path / "hooks").mkdir()
     for hook in ("pre-commit", "commit-msg", "applypatch-msg", "post-checkout"):
@@ -306,8 +291,14 @@ def test_signing_and_hooks_of_the_user_leave_the_tools_commits_alone(ws, tmp_pat
             f"[core]\n\thooksPath = {hooks}\n[init]\n\ttemplateDir = {tmp_path}\n"
             "[am]\n\tmessageid = true\n"
         )
+    # A gc would run in the foreground, and pack every loose object.
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'gc.autodetach'='false'")
     other = ws.clone()
     assert git(other, "log", "--format=%H").stdout == ids
+    counted = git(other, "count-objects", "-v").stdout.splitlines()
+    counts = dict(line.split(": ") for line in counted)
+    assert counts["packs"] == "0" and int(counts["count"]) > 30
+    assert not (other / ".git" / "gc.pid").exists()
     # People's own commits keep their settings: their hooks, their signing.
     (other / "mini/extra.py").write_text("EXTRA = 2\n")
     own = ["git", "-C", str(other), "commit", "-qam", "mine"]
@@ -315,24 +306,3 @@ def test_signing_and_hooks_of_the_user_leave_the_tools_commits_alone(ws, tmp_pat
     assert hooked.returncode != 0 and b"hooks/pre-commit" in hooked.stderr
     signed = subprocess.run([*own, "--no-verify"], capture_output=True)
     assert signed.returncode != 0 and b"gpg" in signed.stderr
-
-
-def test_the_tools_git_commands_start_no_gc(ws, monkeypatch):
-    assert "gc.auto=0" in NEUTRAL and "maintenance.auto=false" in NEUTRAL
-    ws.sync()
-    # Blobs all in .git/objects/17/: `git gc --auto` packs past 6700 / 256 there.
-    texts = (f"{i}\n".encode() for i in range(100000))
-    loose = [t for t in texts if hashlib.sha1(b"blob %d\0" % len(t) + t).hexdigest()
-             .startswith("17")][:30]  # fmt: skip
-    for i, data in enumerate(loose):
-        (ws.tree / f"mini/loose{i}.txt").write_bytes(data)
-    git(ws.tree, "add", "mini")
-    git(ws.tree, "commit", "-qsm", "[Core] Many objects")
-    ws.publish()
-    # A gc would run in the foreground, and pack every loose object.
-    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'gc.autodetach'='false'")
-    other = ws.clone()
-    counted = git(other, "count-objects", "-v").stdout.splitlines()
-    counts = dict(line.split(": ") for line in counted)
-    assert counts["packs"] == "0" and int(counts["count"]) > 30
-    assert not (other / ".git" / "gc.pid").exists()

@@ -1,35 +1,12 @@
 """A teammate's change to the series (patches/) meets the fork's local work:
 sync brings it in, and the advice keeps both sides' changes."""
 
-from __future__ import annotations
-
 import re
 import subprocess
 from pathlib import Path
 
+import fork_fixture as fx
 import pytest
-from fork_fixture import (
-    LOCAL,
-    MINE,
-    PERSON,
-    SUBJECTS,
-    THEIRS,
-    THREE,
-    amend,
-    change_second,
-    commit,
-    edit_series,
-    git,
-    head,
-    refusal,
-    refused,
-    reword_third,
-    subjects,
-    swap_second_and_third,
-    teammate_changes_second,
-    trailers,
-    trees,
-)
 
 from forktool import backups
 from forktool.process import ConflictError
@@ -38,21 +15,29 @@ UNICODE = "[Doc] Ångström naïve façade"
 REWORDED = ["[Core] First", "[Core] Second", "[Core] Third, reworded"]
 
 
+def teammate_changed(ws, exported, change) -> tuple[Path, dict[str, bytes]]:
+    """The series `exported`, then a teammate's `change` to it, published:
+    their fork and patches/ then."""
+    ws.series_of(*exported)
+    change(theirs := ws.teammate())
+    return theirs, ws.publish(theirs)
+
+
 def append_two(tree: Path) -> None:
-    for change in THREE[1:]:
-        commit(tree, *change)
+    for change in fx.THREE[1:]:
+        fx.commit(tree, *change)
 
 
 TEAMMATE = {  # the series, the teammate's change, the patches it changes, after
-    "appended": (THREE[:1], append_two,
+    "appended": (fx.THREE[:1], append_two,
                  ["0002-Core-Second.patch", "0003-Core-Third.patch"],
-                 "only in the series", SUBJECTS),
-    "dropped": (THREE, lambda tree: edit_series(tree, "sed -i 2d"),
+                 "only in the series", fx.SUBJECTS),
+    "dropped": (fx.THREE, lambda tree: fx.edit_series(tree, "sed -i 2d"),
                 ["0002-Core-Second.patch"], "dropped from the series",
                 ["[Core] First", "[Core] Third"]),
-    "changed": (THREE, lambda tree: change_second(tree, THEIRS),
-                ["0002-Core-Second.patch"], "changed in the series", SUBJECTS),
-    "reworded": (THREE, reword_third, ["0003-Core-Third-reworded.patch"],
+    "changed": (fx.THREE, lambda tree: fx.change_second(tree, fx.THEIRS),
+                ["0002-Core-Second.patch"], "changed in the series", fx.SUBJECTS),
+    "reworded": (fx.THREE, fx.reword_third, ["0003-Core-Third-reworded.patch"],
                  "changed in the series", REWORDED),
 }  # fmt: skip
 
@@ -60,11 +45,9 @@ TEAMMATE = {  # the series, the teammate's change, the patches it changes, after
 @pytest.mark.parametrize("change", TEAMMATE)
 def test_sync_brings_in_a_teammates_change_and_export_refuses_to_undo_it(ws, change):
     exported, make, changed, said, after = TEAMMATE[change]
-    ws.series_of(*exported)
-    theirs = ws.teammate()
-    make(theirs)
-    pulled, old_head = ws.publish(theirs), head(ws.tree)
-    message = refused(ws.export)
+    theirs, pulled = teammate_changed(ws, exported, make)
+    old_head = fx.head(ws.tree)
+    message = fx.refused(ws.export)
     listed = [line for line in message.splitlines() if line.startswith("  ")]
     expected = [f"  {c}: {said}" for c in changed]
     assert [line.split(" (")[0] for line in listed] == expected
@@ -78,10 +61,10 @@ def test_sync_brings_in_a_teammates_change_and_export_refuses_to_undo_it(ws, cha
         assert message.startswith(f"applied {len(changed)} patches") and not backup
         assert listed == [f"  {c}: applied; it was {said}" for c in changed]
     else:
-        assert backup and head(ws.tree, backup.group(1)) == old_head
+        assert backup and fx.head(ws.tree, backup.group(1)) == old_head
         assert listed == expected
     assert "up to date" in ws.sync()
-    assert subjects(ws.tree) == after and trees(ws.tree) == trees(theirs)
+    assert fx.subjects(ws.tree) == after and fx.trees(ws.tree) == fx.trees(theirs)
     message = ws.export()
     assert "(0 written, 0 removed)" in message and len(message.splitlines()) == 1
     assert ws.snapshot() == pulled
@@ -92,13 +75,10 @@ def test_sync_brings_in_a_teammates_change_and_export_refuses_to_undo_it(ws, cha
 
 
 def test_a_fork_from_before_records_tells_a_dropped_patch_from_local_work(ws):
-    ws.series_of(*THREE)
-    theirs = ws.teammate()
-    edit_series(theirs, "sed -i 2d")
-    ws.publish(theirs)
+    teammate_changed(ws, fx.THREE, lambda tree: fx.edit_series(tree, "sed -i 2d"))
     (ws.tree / ".git" / "forktool-synced").unlink()  # made by an earlier version
-    commit(ws.tree, *LOCAL)
-    message = refused(ws.sync)
+    fx.commit(ws.tree, *fx.LOCAL)
+    message = fx.refused(ws.sync)
     # The dropped patch was committed in this repository: not local work.
     assert "0002-Core-Second.patch: dropped from the series" in message
     assert "0004-Core-Local.patch: only in the fork" in message
@@ -107,11 +87,11 @@ def test_a_fork_from_before_records_tells_a_dropped_patch_from_local_work(ws):
 
 BOTH_KEPT = {  # the series, its change, the fork's local commit, what sync names
     "a hand-reordered series": (
-        THREE, lambda ws: swap_second_and_third(ws.patches), LOCAL,
+        fx.THREE, lambda ws: fx.swap_second_and_third(ws.patches), fx.LOCAL,
         ["0004-Core-Local.patch: only in the fork", "(order): reordered in the series"],
         ["First", "Third", "Second", "Local"], ("0004-Core-Local.patch", "LOCAL = 1")),
     "a teammate's change": (
-        THREE[:2], teammate_changes_second, THREE[2],
+        fx.THREE[:2], fx.teammate_changes_second, fx.THREE[2],
         ["0003-Core-Third.patch: only in the fork",
          "0002-Core-Second.patch: changed in the series"],
         ["First", "Second", "Third"], ("0002-Core-Second.patch", "# theirs")),
@@ -123,11 +103,11 @@ def test_local_work_and_a_change_to_the_series_both_survive_the_advice(ws, case)
     exported, change, local, said, after, (name, kept) = BOTH_KEPT[case]
     ws.series_of(*exported)
     change(ws)
-    commit(ws.tree, *local)
-    error = refusal(ws.sync)
+    fx.commit(ws.tree, *local)
+    error = fx.refusal(ws.sync)
     assert error.status == 3 and all(line in str(error) for line in said)
     ws.follow(str(error))
-    assert subjects(ws.tree) == [f"[Core] {s}" for s in after]
+    assert fx.subjects(ws.tree) == [f"[Core] {s}" for s in after]
     assert ws.names() == [f"{i:04}-Core-{s}.patch" for i, s in enumerate(after, 1)]
     assert kept in (ws.patches / name).read_text()
     checked = ws.export(check=True)
@@ -136,17 +116,18 @@ def test_local_work_and_a_change_to_the_series_both_survive_the_advice(ws, case)
 
 BOTH = {  # the series, their change, mine (patch, file, code), their text, after
     "their message, my code and local work": (
-        THREE, lambda tree: amend(tree, 2, None, f"[Core] Second\n\nWhy it exists, "
-                                  f"reworded.\n\nSigned-off-by: {PERSON}"),
+        fx.THREE, lambda tree: fx.amend(tree, 2, None, "[Core] Second\n\nWhy it "
+                                        "exists, reworded.\n\nSigned-off-by: "
+                                        f"{fx.PERSON}"),
         (2, "mini/util.py", "def double(x):\n    return x * 2  # mine\n"),
-        "Why it exists, reworded.", [*SUBJECTS, "[Core] Local"]),
+        "Why it exists, reworded.", [*fx.SUBJECTS, "[Core] Local"]),
     "their subject, my code": (
-        THREE, reword_third, (3, "mini/extra.py", "EXTRA = 2\n"),
+        fx.THREE, fx.reword_third, (3, "mini/extra.py", "EXTRA = 2\n"),
         "[Core] Third, reworded", REWORDED),
     "their non-ASCII subject, my code": (
-        [THREE[0], (*THREE[1][:2], UNICODE), THREE[2]],
-        lambda tree: amend(tree, 2, None, f"{UNICODE}\n\nWhy, reworded.\n\n"
-                           f"Signed-off-by: {PERSON}"),
+        [fx.THREE[0], (*fx.THREE[1][:2], UNICODE), fx.THREE[2]],
+        lambda tree: fx.amend(tree, 2, None, f"{UNICODE}\n\nWhy, reworded.\n\n"
+                           f"Signed-off-by: {fx.PERSON}"),
         (2, "mini/util.py", "def double(x):\n    return x * 2  # mine\n"),
         "Why, reworded.", ["[Core] First", UNICODE, "[Core] Third"]),
 }  # fmt: skip
@@ -155,93 +136,84 @@ BOTH = {  # the series, their change, mine (patch, file, code), their text, afte
 @pytest.mark.parametrize("case", BOTH)
 def test_both_sides_changed_one_patch_and_the_advice_keeps_both_in_it(ws, case):
     exported, change, (n, path, code), their_text, after = BOTH[case]
-    ws.series_of(*exported)
-    theirs = ws.teammate()
-    change(theirs)
-    pulled = ws.publish(theirs)
-    amend(ws.tree, n, path, code)
+    _, pulled = teammate_changed(ws, exported, change)
+    fx.amend(ws.tree, n, path, code)
     if "[Core] Local" in after:
-        commit(ws.tree, *LOCAL)
-    signed, my_head = list(trailers(ws.tree).values()), head(ws.tree)
+        fx.commit(ws.tree, *fx.LOCAL)
+    signed, my_head = list(fx.trailers(ws.tree).values()), fx.head(ws.tree)
     name = ws.names()[n - 1]
     for command in (ws.sync, ws.export):
-        error = refusal(command)
+        error = fx.refusal(command)
         message = str(error)
         assert isinstance(error, ConflictError) and error.status == 3
         assert f"{name}: changed on both sides" in message
         assert "--fixup" in message and "--autosquash" in message
         assert "compare your version" not in message
         assert ("cherry-pick" in message) == ("[Core] Local" in after)
-    assert head(ws.tree) == my_head and ws.snapshot() == pulled
+    assert fx.head(ws.tree) == my_head and ws.snapshot() == pulled
     ws.follow(message)
-    assert subjects(ws.tree) == after and (ws.tree / path).read_text() == code
+    assert fx.subjects(ws.tree) == after and (ws.tree / path).read_text() == code
     text = (ws.patches / name).read_text()
     assert f"+{code.splitlines()[-1]}" in text and their_text in text
-    assert their_text in git(ws.tree, "log", "--format=%B", "base..").stdout
-    assert list(trailers(ws.tree).values()) == signed
+    assert their_text in fx.git(ws.tree, "log", "--format=%B", "base..").stdout
+    assert list(fx.trailers(ws.tree).values()) == signed
     assert "0 written, 0 removed" in ws.export()
     assert len(list(ws.patches.glob("*.patch"))) == len(after)
 
 
 def test_both_sides_changed_the_same_line_the_advice_stops_at_the_conflict(ws):
-    ws.series_of(*THREE)
-    theirs = ws.teammate()
-    change_second(theirs, THEIRS)
-    pulled = ws.publish(theirs)
-    change_second(ws.tree, MINE)
-    my_head = head(ws.tree)
+    change = lambda tree: fx.change_second(tree, fx.THEIRS)  # noqa: E731
+    _, pulled = teammate_changed(ws, fx.THREE, change)
+    fx.change_second(ws.tree, fx.MINE)
+    my_head = fx.head(ws.tree)
     for command in (ws.sync, ws.export):
-        assert isinstance(error := refusal(command), ConflictError)
+        assert isinstance(error := fx.refusal(command), ConflictError)
         message = str(error)
         assert "0002-Core-Second.patch: changed on both sides" in message
         assert "sync --force" in message and "--fixup=HEAD~1" in message
-    assert head(ws.tree) == my_head and ws.snapshot() == pulled
+    assert fx.head(ws.tree) == my_head and ws.snapshot() == pulled
     with pytest.raises(subprocess.CalledProcessError):
         ws.follow(message)  # `git apply --3way` reports the conflict
     assert "<<<<<<<" in (ws.tree / "mini/util.py").read_text()
     (ws.tree / "mini/util.py").write_text("def double(x):\n    return x + x  # both\n")
-    git(ws.tree, "add", "mini/util.py")
+    fx.git(ws.tree, "add", "mini/util.py")
     ws.follow(message.split("apply --3way\n", 1)[1])
-    assert subjects(ws.tree) == SUBJECTS
+    assert fx.subjects(ws.tree) == fx.SUBJECTS
     assert "# both" in (ws.patches / "0002-Core-Second.patch").read_text()
-
-
-def _block(message: str, keep: str) -> str:
-    """The advice's commands for keeping the change or the drop."""
-    change, drop = message.split("\nOr the same, keeping the drop of ")
-    return (
-        change.split("keeping the changed version of ")[1] if keep == "change" else drop
-    )
 
 
 @pytest.mark.parametrize("keep", ["change", "drop"])
 @pytest.mark.parametrize("where", ["dropped from the series", "dropped in the fork"])
 def test_a_patch_dropped_on_one_side_and_changed_on_the_other(ws, where, keep):
     """Both named, exit 3; the advice keeps the change or the drop, as chosen."""
-    ws.series_of(*THREE)
+    ws.series_of(*fx.THREE)
     theirs = ws.teammate()
     if where == "dropped from the series":
-        edit_series(theirs, "sed -i 2d")
-        change_second(ws.tree, MINE)  # not exported
+        fx.edit_series(theirs, "sed -i 2d")
+        fx.change_second(ws.tree, fx.MINE)  # not exported
         said = "0002-Core-Second.patch: changed in the fork, dropped from the series"
     else:
-        change_second(theirs, THEIRS)
-        edit_series(ws.tree, "sed -i 2d")  # not exported
+        fx.change_second(theirs, fx.THEIRS)
+        fx.edit_series(ws.tree, "sed -i 2d")  # not exported
         said = "0002-Core-Second.patch: changed in the series, dropped in the fork"
     pulled = ws.publish(theirs)
     for command in (ws.sync, ws.export):
-        error = refusal(command)
+        error = fx.refusal(command)
         assert isinstance(error, ConflictError) and f"  {said}\n" in str(error)
         assert ws.snapshot() == pulled
-    ws.follow(_block(str(refusal(ws.sync)), keep))
+    # The advice's commands for keeping the change or the drop.
+    change, drop = str(fx.refusal(ws.sync)).split("\nOr the same, keeping the drop of ")
+    ws.follow(
+        change.split("keeping the changed version of ")[1] if keep == "change" else drop
+    )
     kept = ["[Core] First", "[Core] Third"]
     if keep == "change":
         kept.insert(1 if where == "dropped in the fork" else 2, "[Core] Second")
-    assert subjects(ws.tree) == kept and ws.names() == [
+    assert fx.subjects(ws.tree) == kept and ws.names() == [
         f"{i:04d}-{s[1:5]}-{s[7:].replace(' ', '-')}.patch"
         for i, s in enumerate(kept, 1)
     ]
     if keep == "change":
-        mine_or_theirs = MINE if where == "dropped from the series" else THEIRS
+        mine_or_theirs = fx.MINE if where == "dropped from the series" else fx.THEIRS
         assert (ws.tree / "mini/util.py").read_text() == mine_or_theirs
     assert "up to date" in ws.sync()

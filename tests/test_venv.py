@@ -1,8 +1,6 @@
 """The venv: its lock, its self-check (on a venv of synthetic wheels), one per
 clone."""
 
-from __future__ import annotations
-
 import base64
 import dataclasses
 import hashlib
@@ -23,7 +21,9 @@ from forktool.pins import Pins
 from forktool.process import ForkToolError
 
 
-def test_the_committed_lock_is_current_and_a_pins_change_needs_a_relock(tmp_path):
+def test_the_committed_lock_is_current_and_a_pins_change_needs_a_relock(
+    tmp_path, monkeypatch
+):
     pins = Pins.load()
     assert venv_lock.current(pins) == venv_lock.LOCK
     pinned = venv_lock.packages(venv_lock.LOCK.read_text())
@@ -44,11 +44,9 @@ def test_the_committed_lock_is_current_and_a_pins_change_needs_a_relock(tmp_path
     relocked.write_text(f"<<<<<<< ours\n# pins-digest: old\n=======\n{ours}")
     with pytest.raises(ForkToolError, match="pins.toml changed"):
         venv_lock.current(moved, relocked)
-
-
-def test_relocking_hands_uv_the_current_lock_as_its_preferences(tmp_path, monkeypatch):
-    """Adding a pin moves no other version: uv keeps what its -o file pins."""
-    old = tmp_path / "venv.lock"
+    # A re-lock hands uv the current lock as its preferences: adding a pin moves
+    # no other version, as uv keeps what its -o file pins.
+    old = relocked
     old.write_text("# pins-digest: old\nkept==1.0 \\\n    --hash=sha256:aa\n")
     seen = []
 
@@ -59,9 +57,9 @@ def test_relocking_hands_uv_the_current_lock_as_its_preferences(tmp_path, monkey
 
     monkeypatch.setattr(venv_lock, "uv_binary", lambda pins: Path("uv"))
     monkeypatch.setattr(venv_lock.uv, "run", compile_)
-    assert venv_lock.write(Pins.load(), old) == "venv.lock: 2 packages, 1 changed"
+    assert venv_lock.write(pins, old) == "venv.lock: 2 packages, 1 changed"
     assert seen == ["# pins-digest: old\nkept==1.0 \\\n    --hash=sha256:aa\n"]
-    assert venv_lock.current(Pins.load(), old) == old
+    assert venv_lock.current(pins, old) == old
 
 
 def wheel(directory: Path, name: str, files: dict[str, str]) -> Path:

@@ -1,50 +1,37 @@
-"""`mutate`: mutation testing of the lines the series adds under vllm/."""
+"""Make mutants of each line the series adds under vllm/ (and/or, comparisons, a dropped
+not, any/all, constants, deleted assignments, raises and asserts, replaced return
+values), run the regression selection of upstream-tests.toml (then fork_tests/) against
+each in two worktrees side by side with -x, and print each as killed (series) or killed
+(fork tests only) (by which test), survived or equivalent (mutants-equivalent.toml, with
+a reason). Exits 1 on a survivor, and on a mutant only fork_tests/ kills unless its line
+is listed under [[mutate.gpu_only]] in upstream-tests.toml (no CPU test reaches it, with
+why). Refuses a fork with uncommitted changes or a stopped git operation, a missing
+venv, and a regression selection that does not pass on the unmutated fork. Outcomes are
+reused for the same tree, selection and venv. Writes: build/results/mutants.json,
+build/trees/mutate-*, build/logs/mutant-*.log."""
 
 from __future__ import annotations
 
 import argparse
-import time
 
 from evidence.checks import MUTANTS
 from evidence.mutation import mutation_testing
-from forktool.checks import fork_tree, record
+from evidence.worktrees import measured_run
 from forktool.commands.command import Command
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
-from forktool.prepare import require_setup, vllm_runner
-from forktool.safety import ensure_safe
+from forktool.prepare import vllm_runner
 from forktool.selection import Selection
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
-    require_setup("mutate")
-    ensure_safe(LAYOUT.fork, "mutate")  # the outcomes name the fork's HEAD tree
-    start = time.monotonic()
-    selection = Selection.load(LAYOUT.selection)
-    runner = vllm_runner(LAYOUT.venv)
-    found = mutation_testing(
-        LAYOUT.fork, LAYOUT.trees, runner, selection, LAYOUT.results
-    )
-    tree = fork_tree(LAYOUT.fork)
-    record(MUTANTS, found, time.monotonic() - start, pins.version, tree)
-    print(f"wrote {LAYOUT.results / MUTANTS.name}.json")
-    return 0 if found.ok else 1
+    def measure():
+        selection, runner = Selection.load(LAYOUT.selection), vllm_runner(LAYOUT.venv)
+        return mutation_testing(
+            LAYOUT.fork, LAYOUT.trees, runner, selection, LAYOUT.results
+        )
+
+    return 0 if measured_run("mutate", MUTANTS, pins, measure) else 1
 
 
-COMMAND = Command(
-    "Make mutants of each line the series adds under vllm/ (and/or, "
-    "comparisons, a dropped not, any/all, constants, deleted assignments, "
-    "raises and asserts, replaced return values), run the regression "
-    "selection of upstream-tests.toml (then fork_tests/) against each in two "
-    "worktrees side by side with -x, and print each as killed (series) or "
-    "killed (fork tests only) (by which test), survived or equivalent "
-    "(mutants-equivalent.toml, with a reason). "
-    "Exits 1 on a survivor, and on a mutant only fork_tests/ kills unless its line "
-    "is listed under [[mutate.gpu_only]] in upstream-tests.toml (no CPU test "
-    "reaches it, with why). Refuses a fork with uncommitted changes or a "
-    "stopped git operation, a missing venv, and a regression selection that "
-    "does not pass on the unmutated fork. Outcomes are reused for the same "
-    "tree, selection and venv. Writes: build/results/mutants.json, "
-    "build/trees/mutate-*, build/logs/mutant-*.log.",
-    run,
-)
+COMMAND = Command(__doc__, run)

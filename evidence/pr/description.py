@@ -38,13 +38,11 @@ def measured_on(found: Found, facts: Facts) -> str:
         when = f"between {dates[0]} and {dates[-1]}"
     failing = ", ".join(sorted(r.check for r in measured if not r.ok))
     verdict = f"\n\n**Checks that failed on this tree: {failing}.**" if failing else ""
-    return (
-        f"Measured on the fork tree `{facts.tree[:12]}` (vLLM "
-        f"{facts.base_version} + the {len(facts.patches)} patches) by "
-        f"`python3 -m forktool setup`/`test`, {when}, on a CPU-only machine "
-        f'(`VLLM_TARGET_DEVICE=cpu`, `HF_HUB_OFFLINE=1`). "{NOT_MEASURED}" marks '
-        f"a check without a result for this tree.{verdict}\n"
-    )
+    return (f"Measured on the fork tree `{facts.tree[:12]}` (vLLM "
+            f"{facts.base_version} + the {len(facts.patches)} patches) by "
+            f"`python3 -m forktool setup`/`test`, {when}, on a CPU-only machine "
+            f'(`VLLM_TARGET_DEVICE=cpu`, `HF_HUB_OFFLINE=1`). "{NOT_MEASURED}" marks '
+            f"a check without a result for this tree.{verdict}\n")  # fmt: skip
 
 
 def validation(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
@@ -55,7 +53,7 @@ def validation(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
         *sections.regression_rows(matrix),
         *sections.suite_rows(found[checks.UPSTREAM_SELECTION]),
         sections.e2e_row(found[checks.GPU_ONLY], found.get(checks.GPU_E2E), prose),
-        *sections.other_rows(found),
+        *(check.pr_row(got) for check, got in found.items() if check.pr_row),
     ]
     parts = [
         measured_on(found, facts),
@@ -71,22 +69,17 @@ def validation(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
 
 def evidence(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
     """evidence.md: everything the description leaves out, in full."""
-    matrix = found[checks.REGRESSION_MATRIX]
     impact = found[checks.CI_IMPACT]
+    report = sections.spaced_tables(impact.data["report"]).strip() if impact else None
     runners = facts.runners or sections.reflow(prose["runners"])
     parts = [
         f"# Evidence: {prose['title']}\n",
         "## Validation in full\n",
         measured_on(found, facts),
-        sections.matrix_evidence(matrix),
+        sections.matrix_evidence(found[checks.REGRESSION_MATRIX]),
         sections.precommit_block(found[checks.PRE_COMMIT]),
         "### CI impact: the Buildkite steps that run the E2E test\n\n"
-        + (
-            sections.spaced_tables(impact.data["report"]).strip()
-            if impact
-            else NOT_MEASURED
-        )
-        + "\n",
+        f"{report or NOT_MEASURED}\n",
         sections.gpu_block(found[checks.GPU_ONLY], found.get(checks.GPU_E2E), prose),
         sections.bench_block(found[checks.BENCH], prose),
         fork_checks_section(found),
@@ -100,26 +93,19 @@ def fork_checks_section(found: Found) -> str:
     cannot rerun from the PR branch (this repository's fork_tests/, the planner
     fuzz, the override patterns, mutation testing), in a collapsed section of
     their own, with the commands that run them."""
-    matrix = found[checks.REGRESSION_MATRIX]
-    what = "Stand-in stages and workers, copies of the decision (`fork_tests/`)"
-    rows = [f"| `fork_tests/` | {NOT_MEASURED} | {NOT_MEASURED} |"]
-    if matrix:
-        rows = sections.matrix_table_rows(matrix.data["columns"], what, True)
     table = [
         "| Check | Base | This series |",
         "| --- | --- | --- |",
-        *rows,
+        *sections.fork_tests_rows(found[checks.REGRESSION_MATRIX]),
         sections.fuzz_row(found[checks.PLANNER_FUZZ], found[checks.FUZZ_CATCHES_BASE]),
         sections.overrides_row(found[checks.OVERRIDES]),
     ]
-    body = [
-        "These run from the fork's repository, against vLLM as released and "
-        "the series applied to it; they are not part of this PR.\n",
-        "\n".join(table) + "\n",
-        sections.fence(sections.COMMANDS) + "\n",
-        sections.mutants_block(found[checks.MUTANTS]),
-        sections.overrides_block(found[checks.OVERRIDES]),
-    ]
+    body = ["These run from the fork's repository, against vLLM as released and "
+            "the series applied to it; they are not part of this PR.\n",
+            "\n".join(table) + "\n",
+            sections.fence(sections.COMMANDS) + "\n",
+            sections.mutants_block(found[checks.MUTANTS]),
+            sections.overrides_block(found[checks.OVERRIDES])]  # fmt: skip
     summary = "The fork's own checks (not in this PR), and how to run them"
     return sections.collapsed(summary, "\n".join(part for part in body if part)) + "\n"
 
@@ -143,15 +129,6 @@ def details(prose: dict[str, Any], facts: Facts) -> str:
             '<email>"`, which also adds the AI-attribution trailer.\n'
         )
     return "\n".join(parts).rstrip()
-
-
-def overview(prose: dict[str, Any]) -> str:
-    related = "; ".join(
-        f"#{pr['number']} {sections.one_line(pr['how'])}" for pr in prose["related"]
-    )
-    return (
-        f"{sections.reflow(prose['summary'])}\n\nRelated, none a duplicate: {related}."
-    )
 
 
 def fill(template: str, bodies: dict[str, str], ticked: list[str]) -> str:
@@ -178,17 +155,18 @@ def fill(template: str, bodies: dict[str, str], ticked: list[str]) -> str:
     return out
 
 
-def render(
-    template: str, prose: dict[str, Any], found: Found, facts: Facts
-) -> tuple[str, str]:
+def render(template: str, prose: dict[str, Any], found: Found,
+           facts: Facts) -> tuple[str, str]:  # fmt: skip
     """description.md, within LINE_BUDGET lines, and evidence.md."""
-    claims = "\n".join(f"- {sections.one_line(claim)}" for claim in prose["claims"])
-    bodies = {
-        "Overview": overview(prose),
-        "Claims": claims,
-        "Validation": validation(found, facts, prose),
-        "Details": details(prose, facts),
-    }
+    one_line = sections.one_line
+    related = "; ".join(
+        f"#{r['number']} {one_line(r['how'])}" for r in prose["related"]
+    )
+    bodies = {"Overview": f"{sections.reflow(prose['summary'])}\n\n"
+                          f"Related, none a duplicate: {related}.",
+              "Claims": "\n".join(f"- {one_line(claim)}" for claim in prose["claims"]),
+              "Validation": validation(found, facts, prose),
+              "Details": details(prose, facts)}  # fmt: skip
     description = fill(template, bodies, prose["checklist_ticked"])
     lines = len(description.splitlines())
     if lines > LINE_BUDGET:

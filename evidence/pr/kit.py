@@ -1,5 +1,5 @@
-"""Writing the kit: the series re-signed, format-patch, apply-to-vllm.sh and
-the blobs it merges from (preimages.pack)."""
+"""Writing the kit: the series re-signed, format-patch with a cover letter,
+apply-to-vllm.sh and the blobs it merges from (preimages.pack)."""
 
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ def resign(fork: Path, signer: str, neutral: str, trailer: str) -> str:
     for commit in series_commits(fork):
         message = git(fork, "log", "-1", "--format=%B", commit).stdout
         drop = f"Signed-off-by: {neutral}"
-        kept = [line for line in message.splitlines() if line.strip() != drop]
-        add = ["--trailer", trailer, "--trailer", f"Signed-off-by: {signer}"]
-        add = ["interpret-trailers", "--if-exists", "addIfDifferent", *add]
-        message = git(None, *add, input="\n".join(kept).rstrip() + "\n").stdout
+        kept = "\n".join(s for s in message.splitlines() if s.strip() != drop)
+        message = git(None, "interpret-trailers", "--if-exists", "addIfDifferent",
+                      "--trailer", trailer, "--trailer", f"Signed-off-by: {signer}",
+                      input=kept.rstrip() + "\n").stdout  # fmt: skip
         date = git(fork, "log", "-1", "--format=%aI", commit).stdout.strip()
         env = {**identity(signer), "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
         parent = git(fork, "commit-tree", f"{commit}^{{tree}}", "-p", parent, "-F", "-",
@@ -39,62 +39,25 @@ def resign(fork: Path, signer: str, neutral: str, trailer: str) -> str:
     return parent
 
 
-def format_series(
-    fork: Path, head: str, out: Path, subject: str, body: str, sender: str
-) -> None:
-    """`git format-patch --cover-letter base..head` into `out`, the cover
-    letter from `sender`, its subject and blurb filled in."""
-    env = {**ISOLATED, **identity(sender)}
-    git(fork, "format-patch", "--cover-letter", "--no-signature", "--full-index",
-        "-o", str(out), f"{BASE_TAG}..{head}", env=env)  # fmt: skip
-    cover = out / "0000-cover-letter.patch"
-    text = cover.read_text()
-    if "*** SUBJECT HERE ***" not in text or "*** BLURB HERE ***" not in text:
-        raise ForkToolError(f"git format-patch wrote an unexpected {cover.name}")
-    text = text.replace("*** SUBJECT HERE ***", subject, 1)
-    cover.write_text(text.replace("*** BLURB HERE ***", body.rstrip(), 1))
-
-
-def preimage_blobs(fork: Path) -> list[str]:
+def pack_preimages(fork: Path, out: Path) -> None:
     """The blob each patch changes or deletes, as the fork had it before that
-    patch: what `git am -3` needs to merge a patch onto files that differ."""
+    patch (what `git am -3` needs to merge a patch onto files that differ), as
+    one self-contained pack file, `out`."""
     diff = git(fork, "log", "--format=", "--raw", "--no-abbrev", "--no-renames", SERIES)
     # ":100644 100644 <before> <after> M\t<path>"
     blobs = {line.split()[2] for line in diff.stdout.splitlines() if line}
-    return sorted(b for b in blobs if set(b) != {"0"})
-
-
-def pack_blobs(fork: Path, blobs: list[str], out: Path) -> None:
-    """`blobs` as one self-contained pack file, `out`."""
-    listed = "".join(f"{b}\n" for b in blobs).encode()
+    listed = "".join(f"{b}\n" for b in sorted(blobs) if set(b) != {"0"}).encode()
     packed = git(fork, "pack-objects", "--stdout", input=listed, binary=True)
     out.write_bytes(packed.stdout)
-
-
-# The script's template, @@NAMES@@ filled in by `apply_script`.
-APPLY = Path(__file__).with_name("apply-to-vllm.sh")
-
-
-def apply_script(ref: str, branch: str, tests: tuple[str, ...]) -> str:
-    """The script, `tests` the pytest arguments of the series' regression tests."""
-    command = shlex.join(["python", "-m", "pytest", *tests])
-    return (
-        APPLY.read_text()
-        .replace("@@REF@@", ref)
-        .replace("@@BRANCH@@", branch)
-        .replace("@@TESTS@@", shlex.quote(command))
-    )
-
-
-# --- the kit ------------------------------------------------------------------------
 
 
 def write_kit(fork: Path, out: Path, documents: dict[str, str], subject: str,
               head: str, sender: str, ref: str, branch: str,
               tests: tuple[str, ...]) -> None:  # fmt: skip
     """Write the kit to a sibling directory, then move it over `out`.
-    `documents`: description.md (also the cover letter) and the files beside it."""
-    description = documents["description.md"]
+    `documents`: description.md (also the cover letter) and the files beside it;
+    `tests`: the pytest arguments of the series' regression tests, which
+    apply-to-vllm.sh (@@NAMES@@ filled in) prints."""
     partial = out.with_name(f".{out.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -102,11 +65,23 @@ def write_kit(fork: Path, out: Path, documents: dict[str, str], subject: str,
         for name, text in documents.items():
             (partial / name).write_text(text)
         (partial / "title.txt").write_text(subject + "\n")
-        series = partial / "series"
-        format_series(fork, head, series, subject, plain_text(description), sender)
-        pack_blobs(fork, preimage_blobs(fork), partial / "preimages.pack")
+        # The series from `sender`, the cover letter's subject and blurb filled in.
+        git(fork, "format-patch", "--cover-letter", "--no-signature", "--full-index",
+            "-o", str(partial / "series"), f"{BASE_TAG}..{head}",
+            env={**ISOLATED, **identity(sender)})  # fmt: skip
+        cover = partial / "series" / "0000-cover-letter.patch"
+        text = cover.read_text()
+        if "*** SUBJECT HERE ***" not in text or "*** BLURB HERE ***" not in text:
+            raise ForkToolError(f"git format-patch wrote an unexpected {cover.name}")
+        blurb = plain_text(documents["description.md"]).rstrip()
+        cover.write_text(text.replace("*** SUBJECT HERE ***", subject, 1)
+                         .replace("*** BLURB HERE ***", blurb, 1))  # fmt: skip
+        pack_preimages(fork, partial / "preimages.pack")
+        command = shlex.quote(shlex.join(["python", "-m", "pytest", *tests]))
         script = partial / "apply-to-vllm.sh"
-        script.write_text(apply_script(ref, branch, tests))
+        template = Path(__file__).with_name(script.name).read_text()
+        script.write_text(template.replace("@@REF@@", ref).replace("@@BRANCH@@", branch)
+                          .replace("@@TESTS@@", command))  # fmt: skip
         script.chmod(0o755)
         old = out.with_name(f".{out.name}.old")
         shutil.rmtree(old, ignore_errors=True)

@@ -24,17 +24,13 @@ def markdownlint(fork: Path, description: str) -> None:
     footer, which is the template's own text.
     """
     bin_dir = ensure_precommit(precommit_requirement(fork))
-    hooks = [
-        {**hook, "args": [a for a in hook.get("args", []) if a != "--fix"]}
-        for repo in load_config(bin_dir, fork)["repos"]
-        for hook in repo["hooks"]
-        if hook["id"] == "markdownlint-cli2"
-    ]
+    hooks = [{**hook, "args": [a for a in hook.get("args", []) if a != "--fix"]}
+             for repo in load_config(bin_dir, fork)["repos"] for hook in repo["hooks"]
+             if hook["id"] == "markdownlint-cli2"]  # fmt: skip
     if len(hooks) != 1:
         raise ForkToolError(f"{fork / CONFIG} has {len(hooks)} markdownlint-cli2 hooks")
-    text = description.replace(
-        "<!-- markdownlint-disable -->", "<!-- markdownlint-disable MD041 -->", 1
-    )
+    text = description.replace("<!-- markdownlint-disable -->",
+                               "<!-- markdownlint-disable MD041 -->", 1)  # fmt: skip
     # The checklist after the template's last `---` is upstream's own text.
     if "\n---\n" in text:
         text = text[: text.rfind("\n---\n")].rstrip() + "\n"
@@ -42,11 +38,10 @@ def markdownlint(fork: Path, description: str) -> None:
         repo = Path(tmp, "lint")
         repo.mkdir()
         args = hooks[0]["args"]
-        for i, arg in enumerate(args[:-1]):  # the lint settings the hook names
+        for arg, value in zip(args, args[1:], strict=False):  # the lint settings
             if arg == "--config":
-                dest = repo / args[i + 1]
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(fork / args[i + 1], dest)
+                (repo / value).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(fork / value, repo / value)
         (repo / "description.md").write_text(text)
         git(repo, "init", "-q")
         git(repo, "add", "-A")
@@ -55,7 +50,5 @@ def markdownlint(fork: Path, description: str) -> None:
         pre_commit = PreCommit(bin_dir, repo, config, Path(tmp, "log"))
         outcome = pre_commit.run_hook(hooks[0], "--files", "description.md")
     if outcome.status != "PASS":
-        raise ForkToolError(
-            f"the description fails vLLM's markdownlint; nothing was written:\n"
-            f"{outcome.detail}"
-        )
+        failed = "the description fails vLLM's markdownlint; nothing was written"
+        raise ForkToolError(f"{failed}:\n{outcome.detail}")

@@ -7,24 +7,18 @@ import tomllib
 from collections.abc import Callable
 from email.utils import parseaddr
 from pathlib import Path
-from typing import Any
 
 from evidence.pr.description import TEMPLATE, Facts, render
 from evidence.pr.kit import resign, write_kit
 from evidence.pr.sections import NOT_MEASURED, Found
 from forktool import checks
-from forktool.checks import SETUP, TEST, Check, all_checks, problem
+from forktool.checks import SETUP, TEST, all_checks, problem
 from forktool.process import ForkToolError, git, series_subjects
-
-
-def rendered() -> list[Check]:
-    """The checks whose results the description reads."""
-    return [check for check in all_checks() if check.in_pr]
 
 
 def required() -> dict[str, str]:
     """The results the description needs, and the command that refreshes each."""
-    return {check.name: check.command for check in rendered() if check.gates_test}
+    return {c.name: c.command for c in all_checks() if c.in_pr and c.gates_test}
 
 
 def load_results(store: Path, tree: str, allow_partial: bool) -> Found:
@@ -35,11 +29,10 @@ def load_results(store: Path, tree: str, allow_partial: bool) -> Found:
     """
     found: Found = {}
     problems = []
-    needed = required()
-    for check in rendered():
+    for check in (c for c in all_checks() if c.in_pr):
         result = checks.read(store, check.name)
         why = problem(result, check, tree)
-        if why and check.name in needed:
+        if why and check.gates_test:
             problems.append(why)
         found[check] = None if why else result
     if problems and not allow_partial:
@@ -53,38 +46,10 @@ def load_results(store: Path, tree: str, allow_partial: bool) -> Found:
     return found
 
 
-def load_prose(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise ForkToolError(f"cannot read the PR prose {path}: {e}") from e
-
-
-def review_runners(review: Path) -> str:
-    """The "Runners assessed" section of REVIEW.md, if it has one."""
-    if not review.exists():
-        return ""
-    text = review.read_text()
-    found = re.search(
-        r"^#+ [^\n]*[Rr]unners[^\n]*\n(.*?)(?=^#+ |\Z)", text, re.M | re.S
-    )
-    return found[1].strip() if found else ""
-
-
-def make_kit(
-    fork: Path,
-    store: Path,
-    out: Path,
-    prose_file: Path,
-    review: Path,
-    version: str,
-    neutral: str,
-    signer: str | None,
-    allow_partial: bool,
-    lint: Callable[[Path, str], None],
-    tests: tuple[str, ...],
-) -> str:
+def make_kit(fork: Path, store: Path, out: Path, prose_file: Path, review: Path,
+             version: str, neutral: str, signer: str | None, allow_partial: bool,
+             lint: Callable[[Path, str], None],
+             tests: tuple[str, ...]) -> str:  # fmt: skip
     """Render, lint, then write build/pr/; any error before that writes nothing.
 
     `tests`: the pytest arguments of the series' regression tests, which the
@@ -100,10 +65,18 @@ def make_kit(
         raise ForkToolError(f'--signoff takes "Name <email>", not {signer!r}')
     tree = checks.fork_tree(fork)
     found = load_results(store, tree, allow_partial)
-    prose = load_prose(prose_file)
-    facts = Facts(
-        tree, version, series_subjects(fork), signer, neutral, review_runners(review)
+    try:
+        with prose_file.open("rb") as f:
+            prose = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ForkToolError(f"cannot read the PR prose {prose_file}: {e}") from e
+    # REVIEW.md's "Runners assessed" section, if it has one.
+    text = review.read_text() if review.exists() else ""
+    runners = re.search(
+        r"^#+ [^\n]*[Rr]unners[^\n]*\n(.*?)(?=^#+ |\Z)", text, re.M | re.S
     )
+    facts = Facts(tree, version, series_subjects(fork), signer, neutral,
+                  runners[1].strip() if runners else "")  # fmt: skip
     template = git(fork, "show", f"HEAD:{TEMPLATE}").stdout
     description, evidence = render(template, prose, found, facts)
     lint(fork, description)

@@ -18,9 +18,12 @@ from forktool.pytest_runner import OUTCOMES
 
 NOT_MEASURED = "not measured"
 HOOK_STATUS = {"PASS": "passed", "FAIL": "failed", "SKIPPED": "skipped"}
+Got = CheckResult | None  # a check's result for this tree, or None
+Found = dict[Check, Got]  # each check the description renders -> its result
 
-Found = dict[Check, CheckResult | None]
-"""Each check the description renders -> its result for this tree, or None."""
+
+def row(*cells: str) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
 def one_line(text: str) -> str:
@@ -34,10 +37,10 @@ def reflow(text: str) -> str:
     for block in re.split(r"\n[ \t]*\n", text.strip()):
         items: list[str] = []
         for line in block.splitlines():
-            if not items or re.match(r"(- |\d+\. )", line):
-                items.append(line.strip())
-            else:
+            if items and not re.match(r"(- |\d+\. )", line):
                 items[-1] += " " + line.strip()
+            else:
+                items.append(line.strip())
         blocks.append("\n".join(items))
     return "\n\n".join(blocks)
 
@@ -59,233 +62,175 @@ def fence(text: str) -> str:
 
 def spaced_tables(markdown: str) -> str:
     """Table delimiter rows as `| --- |`, the style vLLM's markdownlint wants."""
-    return re.sub(
-        r"^\|(?:-+\|)+$",
-        lambda m: "|" + " --- |" * m[0].count("-|"),
-        markdown,
-        flags=re.M,
-    )
+    return re.sub(r"^\|(?:-+\|)+$", lambda m: "|" + " --- |" * m[0].count("-|"),
+                  markdown, flags=re.M)  # fmt: skip
 
 
 def collapsed(summary: str, body: str) -> str:
     return f"<details>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>"
 
 
-def _outcomes(column: dict[str, Any], fork_tests: bool) -> dict[str, str]:
-    """A matrix column's outcomes: of this repository's fork_tests/, or (not
-    `fork_tests`) of the series' tests."""
-    outcomes = column["outcomes"].items()
-    return {t: o for t, o in outcomes if t.startswith("fork_tests/") == fork_tests}
+def _sides(matrix: CheckResult, fork_tests: bool) -> tuple[dict, dict[str, dict]]:
+    """The base's outcomes and each patch's, in order, of this repository's
+    fork_tests/ or (not `fork_tests`) of the series' tests."""
+    sides = {column: {t: o for t, o in got["outcomes"].items()
+                      if t.startswith("fork_tests/") == fork_tests}
+             for column, got in sorted(matrix.data["columns"].items())}  # fmt: skip
+    return sides.pop("base+tests"), sides
 
 
-def regression_rows(matrix: CheckResult | None) -> list[str]:
+def _at_each_patch(patches: dict[str, dict]) -> str:
+    at_each = "; ".join(f"{c}: {outcome_text(o) or 'nothing ran'}" for c, o in
+                        patches.items())  # fmt: skip
+    return row("The same, at each patch (bisectable)", "—", at_each)
+
+
+def regression_rows(matrix: Got) -> list[str]:
     """The series' regression tests on the base's code and at the series' head,
     counted over the same tests on both sides; then each patch."""
     what = "The series' regression tests"
     if matrix is None:
-        return [f"| {what} | {NOT_MEASURED} | {NOT_MEASURED} |"]
-    columns = matrix.data["columns"]
-    base, series = (
-        _outcomes(columns[c], False) for c in ("base+tests", _head(columns))
-    )
+        return [row(what, NOT_MEASURED, NOT_MEASURED)]
+    base, patches = _sides(matrix, False)
+    series = patches[max(patches)]
     both = {test: series[test] for test in base if test in series}
-    rows = [
-        f"| {what} ({len(base)} on both sides) | {outcome_text(base)} "
-        f"| {outcome_text(both)} |"
-    ]
+    rows = [row(f"{what} ({len(base)} on both sides)", outcome_text(base),
+                outcome_text(both))]  # fmt: skip
     if only := {t: o for t, o in series.items() if t not in base}:
-        rows.append(
-            f"| The series' tests that expect its new field ({len(only)}) | — "
-            f"| {outcome_text(only)} |"
-        )
-    return [*rows, at_each_patch(columns, fork_tests=False)]
+        what = f"The series' tests that expect its new field ({len(only)})"
+        rows.append(row(what, "—", outcome_text(only)))
+    return [*rows, _at_each_patch(patches)]
 
 
-def before_block(matrix: CheckResult | None) -> str:
+def fork_tests_rows(matrix: Got) -> list[str]:
+    """This repository's fork_tests/: base against the series' head, then each patch."""
+    if matrix is None:
+        return [row("`fork_tests/`", NOT_MEASURED, NOT_MEASURED)]
+    base, patches = _sides(matrix, True)
+    what = "Stand-in stages and workers, copies of the decision (`fork_tests/`)"
+    cells = [outcome_text(o) or "nothing ran" for o in (base, patches[max(patches)])]
+    return [row(what, *cells), _at_each_patch(patches)]
+
+
+def before_block(matrix: Got) -> str:
     """The failures of the series' tests on the base's code: the bug."""
     text = matrix.excerpts.get("base") if matrix else None
     if not text:
         return f"Before the fix: {NOT_MEASURED}.\n"
     return (
-        "Before the fix, the series' tests on the base's code fail by "
-        "assertion about what the scheduler sends and each stage builds:\n\n"
-        + fence(text)
-        + "\n"
+        "Before the fix, the series' tests on the base's code fail by assertion "
+        f"about what the scheduler sends and each stage builds:\n\n{fence(text)}\n"
     )
 
 
-def matrix_evidence(matrix: CheckResult | None) -> str:
-    """The regression matrix in full: each side's failures with the end of
-    their tracebacks, and each test at each patch."""
+def matrix_evidence(matrix: Got) -> str:
+    """Each side's failures with the end of their tracebacks, and each test at
+    each patch."""
     if matrix is None:
         return f"### Regression matrix\n\n{NOT_MEASURED}.\n"
     parts = ["### Regression matrix\n"]
-    for side, title in (
-        ("base", "On the base's code, with the series' test files"),
-        ("series", "On the series"),
-    ):
+    for side, title in (("base", "On the base's code, with the series' test files"),
+                        ("series", "On the series")):  # fmt: skip
         text = matrix.excerpts.get(f"{side} tracebacks") or matrix.excerpts.get(side)
         parts += [f"{title}:\n", fence(text or NOT_MEASURED) + "\n"]
-    parts += [
-        "Each test on the base and at each patch:\n",
-        fence(matrix.data["table"]) + "\n",
-    ]
-    return "\n".join(parts)
+    table = fence(matrix.data["table"]) + "\n"
+    return "\n".join([*parts, "Each test on the base and at each patch:\n", table])
 
 
-def _head(columns: dict[str, Any]) -> str:
-    return max(c for c in columns if c != "base+tests")
-
-
-def _counted(column: dict[str, Any], fork_tests: bool) -> str:
-    return counts_text(Counter(_outcomes(column, fork_tests).values()))
-
-
-def matrix_table_rows(
-    columns: dict[str, Any], what: str, fork_tests: bool
-) -> list[str]:
-    """Base against the series' head, then each patch (bisectable), for the
-    series' tests or (`fork_tests`) this repository's fork_tests/."""
-    base, head = (
-        _counted(columns[c], fork_tests) for c in ("base+tests", _head(columns))
-    )
-    return [f"| {what} | {base} | {head} |", at_each_patch(columns, fork_tests)]
-
-
-def at_each_patch(columns: dict[str, Any], fork_tests: bool) -> str:
-    at_each = "; ".join(
-        f"{c}: {_counted(columns[c], fork_tests)}"
-        for c in sorted(columns)
-        if c != "base+tests"
-    )
-    return f"| The same, at each patch (bisectable) | — | {at_each} |"
-
-
-def suite_rows(suite: CheckResult | None) -> list[str]:
+def suite_rows(suite: Got) -> list[str]:
+    """vLLM's CPU jobs: the base runs only what does not pass on the fork; the
+    fork's failures that passed when run again are named."""
     if suite is None:
         return [
-            f"| vLLM's CPU tests for the touched code | {NOT_MEASURED} | "
-            f"{NOT_MEASURED} |"
+            row("vLLM's CPU tests for the touched code", NOT_MEASURED, NOT_MEASURED)
         ]
-    return [
-        f"| vLLM's CPU job `pytest {' '.join(run['args'])}` | "
-        f"{base_cell(run['base'])} | {counts_text(run['fork']['counts'])} "
-        f"({len(run['added'])} added by the series, {len(run['lost'])} lost"
-        f"{flaky_text(run.get('flaky', []))}) |"
-        for run in suite.data["runs"].values()
-    ]
-
-
-def flaky_text(flaky: list[str]) -> str:
-    """The fork's failures that passed when run again, named."""
-    if not flaky:
-        return ""
-    names = ", ".join(f"`{test.rpartition('::')[2]}`" for test in flaky)
-    return f"; failed, then passed when run again: {names}"
-
-
-def base_cell(base: dict[str, Any]) -> str:
-    """The base runs only what does not pass on the fork; say what ran."""
-    collected = f"{base['collected']} collected"
-    if not base["rerun"]:
-        return f"{collected}; not run, as every test passes on the fork"
-    return f"{collected}; the {base['rerun']} not passing on the fork: " + counts_text(
-        base["counts"]
-    )
-
-
-def other_rows(found: Found) -> list[str]:
-    """The rows the registry's checks give themselves (`Check.pr_row`)."""
-    return [check.pr_row(got) for check, got in found.items() if check.pr_row]
+    rows = []
+    for run in suite.data["runs"].values():
+        base, flaky = run["base"], run.get("flaky", [])
+        ran = "not run, as every test passes on the fork"
+        if base["rerun"]:
+            ran = f"the {base['rerun']} not passing on the fork: "
+            ran += counts_text(base["counts"])
+        names = ", ".join(f"`{test.rpartition('::')[2]}`" for test in flaky)
+        again = f"; failed, then passed when run again: {names}" if flaky else ""
+        fork = (f"{counts_text(run['fork']['counts'])} ({len(run['added'])} added by "
+                f"the series, {len(run['lost'])} lost{again})")  # fmt: skip
+        what = f"vLLM's CPU job `pytest {' '.join(run['args'])}`"
+        rows.append(row(what, f"{base['collected']} collected; {ran}", fork))
+    return rows
 
 
 def _hook_counts(hooks: CheckResult) -> str:
-    counts = hooks.counts
-    return ", ".join(
-        f"{counts[s]} {w}" for s, w in HOOK_STATUS.items() if counts.get(s)
-    )
+    got = hooks.counts
+    return ", ".join(f"{got[s]} {w}" for s, w in HOOK_STATUS.items() if got.get(s))
 
 
-def precommit_row(hooks: CheckResult | None) -> str:
+def precommit_row(hooks: Got) -> str:
     """vLLM's pre-commit on the files the series changes."""
     cell = _hook_counts(hooks) if hooks else NOT_MEASURED
-    return f"| vLLM pre-commit on the files the series changes | — | {cell} |"
+    return row("vLLM pre-commit on the files the series changes", "—", cell)
 
 
-def checkers_row(checkers: CheckResult | None) -> str:
+def checkers_row(checkers: Got) -> str:
     """vLLM's own CI checkers on the steps the series changes."""
-    cell = NOT_MEASURED
-    if checkers:
-        counts = checkers.counts
-        cell = f"{counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed"
-    return f"| vLLM's CI checkers (test tethering, step keys) | — | {cell} |"
+    got = checkers.counts if checkers else {}
+    cell = f"{got.get('passed', 0)} passed, {got.get('failed', 0)} failed"
+    what = "vLLM's CI checkers (test tethering, step keys)"
+    return row(what, "—", cell if checkers else NOT_MEASURED)
 
 
-def precommit_block(hooks: CheckResult | None) -> str:
+def precommit_block(hooks: Got) -> str:
     if hooks is None:
         return f"### Pre-commit\n\n{NOT_MEASURED}.\n"
     rows = ["| Hook | Result |", "| --- | --- |"]
     cannot_run = []
     for hook, status, detail in hooks.data["hooks"]:
         why = f": {detail}" if status == "SKIPPED" and detail else ""
-        rows.append(f"| `{hook}` | {HOOK_STATUS.get(status, status)}{why} |")
+        rows.append(row(f"`{hook}`", HOOK_STATUS.get(status, status) + why))
         if status == "SKIPPED" and detail != NO_FILES:
             cannot_run.append(f"`{hook}`")
-    counts = _hook_counts(hooks)
     messages = hooks.data["messages"]
-    bad = [m for m in messages if m[2] == "FAIL"]
+    bad = sum(m[2] == "FAIL" for m in messages)
     return (
         f"### Pre-commit\n\n{hooks.data['version']} with vLLM's "
         "`.pre-commit-config.yaml`, each hook installed at the version it pins, on "
         f"the {len(hooks.data['files'])} files the series adds or modifies: "
-        f"{counts or 'no hooks'}. Skipped because they cannot run on this machine "
-        f"(the reasons are in the table): {', '.join(cannot_run) or 'none'}; the "
-        "other skipped hooks had no files to check. The commit-msg hooks on the "
-        f"{len({m[0] for m in messages})} patch messages: "
-        f"{len(messages) - len(bad)} passed, {len(bad)} failed.\n\n"
+        f"{_hook_counts(hooks) or 'no hooks'}. Skipped because they cannot run on "
+        "this machine (the reasons are in the table): "
+        f"{', '.join(cannot_run) or 'none'}; the other skipped hooks had no files to "
+        f"check. The commit-msg hooks on the {len({m[0] for m in messages})} patch "
+        f"messages: {len(messages) - bad} passed, {bad} failed.\n\n"
         + collapsed("Each hook", "\n".join(rows))
         + "\n"
     )
 
 
-E2E_COMMAND = "python3 -m forktool e2e"
-
-
-def e2e_row(
-    gpu: CheckResult | None, ran: CheckResult | None, prose: dict[str, Any]
-) -> str:
+def e2e_row(gpu: Got, ran: Got, prose: dict[str, Any]) -> str:
     """The E2E test on two GPUs (`ran`, by `e2e`), or collected and skipped here
     (`gpu`)."""
     what = f"E2E on 2 GPUs: {one_line(prose['e2e_config'])}"
-    if ran is not None:
-        runs = ran.data["runs"]
-        return (
-            f"| {what} | without the resolution: "
-            f"{outcome_text(runs['without-resolution']['outcomes'])} "
-            f"| {outcome_text(runs['series']['outcomes'])} |"
-        )
-    cell = NOT_MEASURED if gpu is None else "not run: no 2 GPUs here"
-    return f"| {what} | — | {cell} |"
+    if ran is None:
+        return row(what, "—", "not run: no 2 GPUs here" if gpu else NOT_MEASURED)
+    runs = ran.data["runs"]
+    without = outcome_text(runs["without-resolution"]["outcomes"])
+    return row(what, f"without the resolution: {without}",
+               outcome_text(runs["series"]["outcomes"]))  # fmt: skip
 
 
-def gpu_command(gpu: CheckResult | None) -> str:
+def gpu_command(gpu: Got) -> str:
     """How to run the E2E test on a machine with two GPUs, from the PR branch."""
     if gpu is None:
         return ""
     command = fence(f"python -m pytest {shlex.join(gpu.data['args'])} -v -s")
-    return (
-        "The E2E test, on two GPUs (dummy weights; the model's config and "
-        f"tokenizer come from the Hub):\n\n{command}\n"
-    )
+    return ("The E2E test, on two GPUs (dummy weights; the model's config and "
+            f"tokenizer come from the Hub):\n\n{command}\n")  # fmt: skip
 
 
-def gpu_block(
-    gpu: CheckResult | None, ran: CheckResult | None, prose: dict[str, Any]
-) -> str:
+def gpu_block(gpu: Got, ran: Got, prose: dict[str, Any]) -> str:
     lines = [
         "### GPU end-to-end test\n",
-        f"`{E2E_COMMAND}` runs it on two GPUs, on the series and with patch 1's "
-        "resolution reverted, and records both outcomes for this kit.\n",
+        "`python3 -m forktool e2e` runs it on two GPUs, on the series and with "
+        "patch 1's resolution reverted, and records both outcomes for this kit.\n",
     ]
     if ran is not None:
         lines.append(
@@ -298,14 +243,12 @@ def gpu_block(
     else:
         outcomes = gpu.data["outcomes"]
         tests = ", ".join(f"`{t.split('::', 1)[1]}`" for t in sorted(outcomes))
-        reasons = sorted({gpu.data["reasons"].get(t, "") for t in outcomes})
+        reasons = sorted({gpu.data["reasons"].get(t, "") for t in outcomes} - {""})
         lines.append(
             f"On the CPU machine it is collected ({counts_text(gpu.counts)}: "
-            f"{tests}); skip reason: "
-            f"{'; '.join(r for r in reasons if r) or 'none given'}.\n"
+            f"{tests}); skip reason: {'; '.join(reasons) or 'none given'}.\n"
         )
-    lines.append(reflow(prose["e2e_guards"]) + "\n")
-    return "\n".join(lines)
+    return "\n".join([*lines, reflow(prose["e2e_guards"]) + "\n"])
 
 
 BENCH_HEADLINE = {
@@ -316,7 +259,7 @@ BENCH_HEADLINE = {
 }
 
 
-def bench_block(measured: CheckResult | None, prose: dict[str, Any]) -> str:
+def bench_block(measured: Got, prose: dict[str, Any]) -> str:
     lines = [
         "### Performance of the trade-off\n",
         reflow(prose["tradeoff_cost"]) + "\n",
@@ -324,16 +267,14 @@ def bench_block(measured: CheckResult | None, prose: dict[str, Any]) -> str:
     if measured is None:
         lines.append(f"Benchmark: {NOT_MEASURED}; no performance claim is made.\n")
         return "\n".join(lines)
-    # The verdicts as bench.goals gives them now, from the measured numbers.
-    verdicts = bench.goals(measured.data["rows"])
-    lines.append(
+    verdicts = bench.goals(measured.data["rows"])  # as bench judges them now
+    lines += [
         f"Measured by `{measured.command}` on {measured.date} "
-        f"({BENCH_HEADLINE[bench.overall(verdicts)]}):\n"
-    )
-    lines.append(fence(bench.summary(verdicts)) + "\n")
-    for name, text in measured.excerpts.items():
-        if name != "goals":
-            lines.append(collapsed(name, fence(text)) + "\n")
+        f"({BENCH_HEADLINE[bench.overall(verdicts)]}):\n",
+        fence(bench.summary(verdicts)) + "\n",
+        *(collapsed(name, fence(text)) + "\n"
+          for name, text in measured.excerpts.items() if name != "goals"),
+    ]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -346,7 +287,7 @@ python3 -m forktool test     # everything below, and what the table above shows
 python3 -m forktool mutate   # mutation testing alone"""
 
 
-def fuzz_row(fuzz: CheckResult | None, caught: CheckResult | None) -> str:
+def fuzz_row(fuzz: Got, caught: Got) -> str:
     on_base = on_series = NOT_MEASURED
     if caught:
         found = "found" if caught.ok else "NOT found"
@@ -354,21 +295,17 @@ def fuzz_row(fuzz: CheckResult | None, caught: CheckResult | None) -> str:
     if fuzz:
         on_series = counts_text(fuzz.counts)
     what = "Differential planner fuzz (Hypothesis), invariants of the fix"
-    return f"| {what} | {on_base} | {on_series} |"
+    return row(what, on_base, on_series)
 
 
-def overrides_row(overrides: CheckResult | None) -> str:
-    cells = [
-        outcome_text(overrides.data[tree]) if overrides else NOT_MEASURED
-        for tree in ("base", "fork")
-    ]
-    return (
-        "| Out-of-tree overrides of `needs_kv_cache_zeroing` (replace, wrap "
-        f"`fget`, `__dict__` lookup) | {' | '.join(cells)} |"
-    )
+def overrides_row(overrides: Got) -> str:
+    what = ("Out-of-tree overrides of `needs_kv_cache_zeroing` (replace, wrap "
+            "`fget`, `__dict__` lookup)")  # fmt: skip
+    return row(what, *(outcome_text(overrides.data[tree]) if overrides else
+                       NOT_MEASURED for tree in ("base", "fork")))  # fmt: skip
 
 
-def overrides_block(overrides: CheckResult | None) -> str:
+def overrides_block(overrides: Got) -> str:
     if overrides is None:
         return ""
     what = "Out-of-tree override checks, vLLM as released against this series"
@@ -381,7 +318,7 @@ def _cell(text: str) -> str:
     return one_line(text).replace("|", "\\|") or "—"
 
 
-def mutants_block(mutants: CheckResult | None) -> str:
+def mutants_block(mutants: Got) -> str:
     """Mutation testing of the series' added lines: the counts, and each
     mutant in a collapsed table."""
     title = "Mutation testing of the lines and hunks the series adds"
@@ -391,25 +328,21 @@ def mutants_block(mutants: CheckResult | None) -> str:
     if rows is None:  # it could not run (the selection failed unmutated)
         why = one_line(mutants.excerpts.get("error", "")) or "no mutants recorded"
         return f"{title}: did not run: {why}\n"
-    if any("kind" not in row for row in rows):
+    if any("kind" not in r for r in rows):
         again = f"run `{mutants.command}`"
         return f"{title}: recorded without who killed each mutant; {again}.\n"
-    tally = Counter(row["kind"] for row in rows)
-    fork_only = [r for r in rows if r["kind"] == "killed (fork tests only)"]
-    gpu_only = sorted({(r["file"], r["line"], r["gpu_only"]) for r in fork_only})
-    gpu_only = [(file, line, why) for file, line, why in gpu_only if why]
+    tally = Counter(r["kind"] for r in rows)
+    fork_only = {(r["file"], r["line"], r["gpu_only"]) for r in rows if
+                 r["kind"] == "killed (fork tests only)" and r["gpu_only"]}  # fmt: skip
     table = [
         "| File:line | Mutation | Outcome | Killed by (or why equivalent) |",
         "| --- | --- | --- | --- |",
-        *(
-            f"| `{row['file']}:{row['line']}` | {_cell(row['mutation'])} | "
-            f"{row['kind']} | {_cell(row['detail'])} |"
-            for row in rows
-        ),
-    ]
+        *(row(f"`{r['file']}:{r['line']}`", _cell(r["mutation"]), r["kind"],
+              _cell(r["detail"])) for r in rows),
+    ]  # fmt: skip
     unreachable = "".join(
         f" `{file}:{line}` is killed only by the fork tests: {reason}."
-        for file, line, reason in gpu_only
+        for file, line, reason in sorted(fork_only)
     )
     return (
         f"{title}: each line the series adds under `vllm/`, mutated one plausible "

@@ -2,8 +2,6 @@
 module is imported only when it runs or its --help is asked, so `python3 -m
 forktool --help` imports none of them."""
 
-from __future__ import annotations
-
 import argparse
 import importlib
 from collections.abc import Sequence
@@ -28,8 +26,8 @@ COMMANDS = {
     "mutate": "mutation testing of the lines the series adds under vllm/",
     "e2e": "the GPU end-to-end test, on the series and without its resolution (2 GPUs)",
 }
-"""Each command's one-line help; its module is forktool.commands.<name>, or
-evidence.commands.<name> for the PR evidence's."""
+# Each command's one-line help; its module is forktool.commands.<name>, or
+# evidence.commands.<name> for the PR evidence's.
 EVIDENCE = ("pr", "bench", "mutate", "e2e")
 
 
@@ -57,21 +55,18 @@ class _Strict(argparse.ArgumentParser):
 def parser(description: str | None, argv: list[str]) -> argparse.ArgumentParser:
     """`python3 -m forktool`'s parser for `argv`; `args.subcommand.run` does
     what is asked. Only the command `argv` names is imported, for its options."""
-    parser = argparse.ArgumentParser(
-        prog="python3 -m forktool", description=description, allow_abbrev=False
-    )
-    sub = parser.add_subparsers(
-        dest="command_name", metavar="<command>", required=True, parser_class=_Strict
-    )
+    parser = argparse.ArgumentParser("python3 -m forktool", description=description,
+                                     allow_abbrev=False)  # fmt: skip
+    sub = parser.add_subparsers(dest="command_name", metavar="<command>", required=True,
+                                parser_class=_Strict)  # fmt: skip
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
     for name, help in COMMANDS.items():
         if name != chosen:
             sub.add_parser(name, help=help, allow_abbrev=False)
             continue
         named = command(name)
-        options = sub.add_parser(
-            name, help=help, description=named.description, allow_abbrev=False
-        )
+        options = sub.add_parser(name, help=help, description=named.description,
+                                 allow_abbrev=False)  # fmt: skip
         named.options(options)
         options.set_defaults(subcommand=named)
     return parser

@@ -1,6 +1,14 @@
-"""`cache`: what no clone's pins use, listed (and removed)."""
-
-from __future__ import annotations
+"""List what ${VLLM_FORK_CACHE:-~/.cache/vllm-fork} holds (a relative value is the
+clone's: resolved against its root, never the current folder). First what is in
+use, each path once under the clones that use it (every clone that ran sync,
+install or cache is noted there; those on the same pins share a line), only
+what is there; then, with their sizes, what the pins of no clone on this
+machine use: downloads, uv builds, and the venvs an older forktool shared,
+unless they still hold an existing clone's fork; --remove deletes those. A
+clone's own venv, build/.venv, is never touched (`rm -rf build/.venv` removes
+it; uv's cache is pruned with `uv cache prune`): it refuses to list or remove
+what any clone uses. Writes: the clone's note in the cache; nothing else
+without --remove."""
 
 import argparse
 import shutil
@@ -23,8 +31,7 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
         print("nothing in the cache is in use")
     old = stale(pins)
     for path in old:
-        alone = path.is_file() or path.is_symlink()
-        files = [path] if alone else path.rglob("*")
+        files = [path] if path.is_file() or path.is_symlink() else path.rglob("*")
         size = sum(p.lstat().st_size for p in files if not p.is_dir())
         print(f"{'removing' if args.remove else 'stale'}  {path}  {size} bytes")
         if args.remove:
@@ -40,19 +47,4 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--remove", action="store_true", help="delete what is listed")
 
 
-COMMAND = Command(
-    "List what ${VLLM_FORK_CACHE:-~/.cache/vllm-fork} holds (a relative "
-    "value is the clone's: resolved against its root, never the current "
-    "folder). First what is in use, each path once under the clones that use "
-    "it (every clone that ran sync, install or cache is noted there; those on "
-    "the same pins share a line), only what is there; then, with their sizes, "
-    "what the pins of no clone on this machine use: downloads, uv builds, and "
-    "the venvs an older forktool shared, unless they still hold an existing "
-    "clone's fork; --remove deletes those. A clone's own venv, build/.venv, "
-    "is never touched (`rm -rf build/.venv` removes it; uv's cache is pruned "
-    "with `uv cache prune`): it refuses to list or remove what any clone uses. "
-    "Writes: the clone's note in the cache; nothing else without --remove.",
-    run,
-    options,
-    locks=False,
-)
+COMMAND = Command(__doc__, run, options, locks=False)

@@ -1,7 +1,5 @@
 """What a command declares: its description, options and function."""
 
-from __future__ import annotations
-
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -9,18 +7,14 @@ from dataclasses import dataclass
 from forktool.pins import Pins
 
 
-def no_options(parser: argparse.ArgumentParser) -> None:
-    pass
-
-
 @dataclass(frozen=True)
 class Command:
-    """A command; its name and one-line help are in forktool.commands."""
+    """A command; its name and one-line help are in forktool.commands.
+    `description`: what it does, refuses and writes (`<name> --help`); `run`
+    does it and returns the exit status; `locks`: it reads or writes patches/
+    or build/vllm, so runs holding the clone's lock."""
 
-    description: str
-    """What it does, what it refuses and what it writes: `<name> --help`."""
+    description: str | None  # a command module's docstring: None under python -OO
     run: Callable[[Pins, argparse.Namespace], int]
-    """Does it; returns the exit status."""
-    options: Callable[[argparse.ArgumentParser], None] = no_options
+    options: Callable[[argparse.ArgumentParser], None] = lambda parser: None
     locks: bool = True
-    """Reads or writes patches/ or build/vllm: runs holding the clone's lock."""

@@ -1,6 +1,8 @@
-"""`env`: the shell lines for the fork's environment."""
-
-from __future__ import annotations
+"""Print `export` lines, for eval "$(python3 -m forktool env)": this clone's venv,
+build/.venv (VIRTUAL_ENV, PATH), with a comment naming the vLLM tree it
+imports; VLLM_TARGET_DEVICE=cpu where there is no GPU (no nvidia-smi),
+HF_HOME=build/hf-home with the fixtures' configs, HF_HUB_OFFLINE=1. It refuses
+nothing and installs nothing (run install). Writes: build/hf-home."""
 
 import argparse
 
@@ -20,12 +22,4 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command(
-    'Print `export` lines, for eval "$(python3 -m forktool env)": this clone\'s '
-    "venv, build/.venv (VIRTUAL_ENV, PATH), with a comment naming the vLLM tree "
-    "it imports; VLLM_TARGET_DEVICE=cpu where there is no GPU (no nvidia-smi), "
-    "HF_HOME=build/hf-home with the fixtures' configs, HF_HUB_OFFLINE=1. It "
-    "refuses nothing and installs nothing (run install). Writes: build/hf-home.",
-    run,
-    locks=False,
-)
+COMMAND = Command(__doc__, run, locks=False)

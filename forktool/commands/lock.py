@@ -1,6 +1,10 @@
-"""`lock`: venv.lock resolved from pins.toml."""
-
-from __future__ import annotations
+"""Resolve every package of the venv (vLLM's runtime dependencies from the pinned
+wheel's metadata, pip, the build and test requirements, under pins.toml's
+constraints) with `uv pip compile --generate-hashes` for the pinned Python and
+platform, and write venv.lock with a digest of the pins it was resolved from;
+commit it with pins.toml. `install` (so `setup` and `test`) refuses pins
+changed since; `sync` and `export` need no venv and do not check it. Writes:
+venv.lock only."""
 
 import argparse
 
@@ -14,14 +18,4 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command(
-    "Resolve every package of the venv (vLLM's runtime dependencies from the "
-    "pinned wheel's metadata, pip, the build and test requirements, under "
-    "pins.toml's constraints) with `uv pip compile --generate-hashes` for the "
-    "pinned Python and platform, and write venv.lock with a digest of the pins "
-    "it was resolved from; commit it with pins.toml. `install` (so `setup` "
-    "and `test`) refuses pins changed since; `sync` and `export` need no "
-    "venv and do not check it. Writes: venv.lock only.",
-    run,
-    locks=False,
-)
+COMMAND = Command(__doc__, run, locks=False)

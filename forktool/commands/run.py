@@ -1,6 +1,9 @@
-"""`run`: one command in the fork's environment."""
-
-from __future__ import annotations
+"""Run a command in the environment `env` prints, in the current directory or the
+one -C names, e.g. `python3 -m forktool run -C build/vllm -- pytest
+tests/v1/core/test_kv_cache_utils.py -k zeroing`. It names the venv and the
+vLLM tree it uses on stderr, and exits with the command's status. Refuses when
+the venv is missing (run install). Writes: build/hf-home, and whatever the
+command writes."""
 
 import argparse
 import sys
@@ -17,8 +20,7 @@ from forktool.venv import run_in, user_env, venv_id, which_vllm
 def run(pins: Pins, args: argparse.Namespace) -> int:
     if not Path(args.directory).is_dir():
         raise ForkToolError(f"-C {args.directory}: no such folder")
-    venv = LAYOUT.venv
-    if not venv_id(venv):
+    if not venv_id(venv := LAYOUT.venv):
         raise ForkToolError(f"{venv} does not exist; run `python3 -m forktool install`")
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -32,21 +34,8 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-C", dest="directory", default=".", help="run in this directory"
     )
-    parser.add_argument(
-        "command",
-        nargs=argparse.REMAINDER,
-        help="the command and its arguments, after `--` (e.g. `-- pytest -x`)",
-    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command and its "
+                        "arguments, after `--` (e.g. `-- pytest -x`)")  # fmt: skip
 
 
-COMMAND = Command(
-    "Run a command in the environment `env` prints, in the current "
-    "directory or the one -C names, e.g. `python3 -m forktool run -C "
-    "build/vllm -- pytest tests/v1/core/test_kv_cache_utils.py -k zeroing`. "
-    "It names the venv and the vLLM tree it uses on stderr, and exits with the "
-    "command's status. Refuses when the venv is missing (run install). "
-    "Writes: build/hf-home, and whatever the command writes.",
-    run,
-    options,
-    locks=False,
-)
+COMMAND = Command(__doc__, run, options, locks=False)

@@ -1,7 +1,8 @@
-"""`setup`: sync, install, show the fork, run the checks the registry gives
-it (the venv's self-check, and the plug-ins' such as the regression matrix)."""
-
-from __future__ import annotations
+"""sync, then install (with the venv's self-check), then show vLLM's version and
+tree, start `vllm serve --help` and run the series' regression matrix. Refuses
+what sync and install refuse, and, naming them, when programs it runs are
+missing (README, Two commands). Writes what sync and install write, and
+build/trees, build/logs, build/hf-home, build/pycache, build/results."""
 
 import argparse
 import time
@@ -21,11 +22,4 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
     return run_checks(ctx, checks, SETUP, time.monotonic() - start)
 
 
-COMMAND = Command(
-    "sync, then install (with the venv's self-check), then show vLLM's version "
-    "and tree, start `vllm serve --help` and run the series' regression matrix. "
-    "Refuses what sync and install refuse, and, naming them, when programs it runs are "
-    "missing (README, Two commands). Writes what sync and install write, and "
-    "build/trees, build/logs, build/hf-home, build/pycache, build/results.",
-    run,
-)
+COMMAND = Command(__doc__, run)

@@ -1,7 +1,13 @@
-"""`test`: everything `setup` does, plus every check CI runs: a loop over
-the registry's checks that gate it."""
-
-from __future__ import annotations
+"""Everything setup does (the venv's self-check first), then the tool's tests,
+ruff and mypy on the tool's code, mutation testing of the series' added lines
+(after the regression matrix), the GPU-only tests (collected, skipped here),
+vLLM's CI checkers and pre-commit, the CI impact report, the out-of-tree
+override checks and the planner fuzz, and in a background process all the
+while, vLLM's CPU selection on the fork (the pristine base runs only what does
+not pass there); prints a summary with each phase's time. Refuses what sync
+refuses, and, naming them, when programs it runs are missing (README, Two
+commands). Writes what setup writes, and one result per check in build/results/
+(what `pr` renders), build/trees/mutate-* and build/trees/selection-base."""
 
 import argparse
 import time
@@ -15,26 +21,11 @@ from forktool.prepare import prepare
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
     checks = [check for check in all_checks() if check.gates_test]
-    prerequisites.require(
-        "test", prerequisites.for_test(pins, [p for c in checks for p in c.needs])
-    )
+    needs = [program for check in checks for program in check.needs]
+    prerequisites.require("test", prerequisites.for_test(pins, needs))
     start = time.monotonic()
     ctx = prepare(pins)
     return run_checks(ctx, checks, TEST, time.monotonic() - start)
 
 
-COMMAND = Command(
-    "Everything setup does (the venv's self-check first), then the tool's "
-    "tests, ruff and mypy on the tool's code, mutation testing of the series' "
-    "added lines (after the regression matrix), the GPU-only tests "
-    "(collected, skipped here), vLLM's CI checkers and pre-commit, the CI "
-    "impact report, the out-of-tree override checks and the planner fuzz, "
-    "and in a background process all the while, vLLM's CPU selection on "
-    "the fork (the pristine base runs only what does not pass there); prints "
-    "a summary with each phase's time. Refuses what "
-    "sync refuses, and, naming them, when programs it runs are missing (README, "
-    "Two commands). Writes what setup writes, and one result per check in "
-    "build/results/ (what `pr` renders), build/trees/mutate-* and "
-    "build/trees/selection-base.",
-    run,
-)
+COMMAND = Command(__doc__, run)
