@@ -62,20 +62,27 @@ def cases(sizes: tuple[int, ...]) -> list[Case]:
 def summarise(case: Case, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """One table row from each process's repeats (the worker's `steps` answers);
     "ratio" and "aa" are (median, min, max) of the repeats' ratios."""
-    medians = {p: [statistics.median(r["cpu_ns"]) / 1000 for r in reps]
-               for p, reps in runs.items()}  # fmt: skip
+    medians = {
+        p: [statistics.median(r["cpu_ns"]) / 1000 for r in reps]
+        for p, reps in runs.items()
+    }
     ids = {p: [i for r in reps for i in r["zero_ids"]] for p, reps in runs.items()}
-    ratio, aa = ([x / b for x, b in zip(medians[p], medians["base"], strict=True)]
-                 for p in ("fork", "base-aa"))  # fmt: skip
-    return {**case._asdict(),
-            "base_us": statistics.median(medians["base"]),
-            "fork_us": statistics.median(medians["fork"]),
-            "ratio": (statistics.median(ratio), min(ratio), max(ratio)),
-            "aa": (statistics.median(aa), min(aa), max(aa)),
-            "ratios": ratio, "aa_ratios": aa,
-            "ids_base": statistics.mean(ids["base"]),
-            "ids_fork": statistics.mean(ids["fork"]),
-            "ids_total": {p: sum(v) for p, v in ids.items()}}  # fmt: skip
+    ratio, aa = (
+        [x / b for x, b in zip(medians[p], medians["base"], strict=True)]
+        for p in ("fork", "base-aa")
+    )
+    return {
+        **case._asdict(),
+        "base_us": statistics.median(medians["base"]),
+        "fork_us": statistics.median(medians["fork"]),
+        "ratio": (statistics.median(ratio), min(ratio), max(ratio)),
+        "aa": (statistics.median(aa), min(aa), max(aa)),
+        "ratios": ratio,
+        "aa_ratios": aa,
+        "ids_base": statistics.mean(ids["base"]),
+        "ids_fork": statistics.mean(ids["fork"]),
+        "ids_total": {p: sum(v) for p, v in ids.items()},
+    }
 
 
 def pooled(rows: list[dict[str, Any]], key: str) -> float:

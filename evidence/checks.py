@@ -65,39 +65,99 @@ def planner_fuzz(ctx: Context) -> Measured:
     return measured(session, "fuzz", "-s")
 
 
+REGRESSION_MATRIX = Check(
+    "regression-matrix",
+    "regression matrix",
+    SETUP,
+    lambda ctx: matrix.regression_matrix(
+        LAYOUT, ctx.tests, ctx.selection, ctx.pins.author
+    ),
+    in_setup=True,
+    in_pr=True,
+)
+MUTANTS = Check(
+    mutation.NAME,
+    "mutation testing of the series' added lines",
+    mutation.COMMAND_LINE,
+    mutants,
+    in_pr=True,
+)
+GPU_ONLY = Check(
+    "gpu-only",
+    "GPU-only tests collected, skipped here",
+    TEST,
+    lambda ctx: matrix.gpu_only_skipped(LAYOUT.fork, ctx.tests, ctx.selection),
+    in_pr=True,
+)
+CI_CHECKERS = Check(
+    "ci-checkers",
+    "vLLM CI checkers",
+    TEST,
+    lambda ctx: ci_impact.run_checkers(LAYOUT.fork, python(ctx.venv)),
+    pr_row=checkers_row,
+)
+CI_IMPACT = Check("ci-impact", "CI impact report", TEST, impact, in_pr=True)
+PRE_COMMIT = Check(
+    "pre-commit",
+    "vLLM pre-commit",
+    TEST,
+    lambda ctx: precommit.run_precommit(LAYOUT.fork, LAYOUT.trees / "pre-commit"),
+    pr_row=precommit_row,
+    needs=precommit.NEEDS,
+)
+OVERRIDES = Check(
+    "overrides",
+    "out-of-tree override patterns",
+    TEST,
+    lambda ctx: matrix.override_patterns(LAYOUT, ctx.tests),
+    in_pr=True,
+)
+PLANNER_FUZZ = Check("planner-fuzz", "planner fuzz", TEST, planner_fuzz, in_pr=True)
+FUZZ_CATCHES_BASE = Check(
+    "fuzz-catches-base",
+    "planner fuzz catches the base",
+    TEST,
+    fuzz_catches_base,
+    in_pr=True,
+)
+UPSTREAM_SELECTION = Check(
+    "upstream-selection",
+    "upstream selection, fork vs base",
+    TEST,
+    lambda ctx: cpu_selection.cpu_selection(LAYOUT, ctx.tests, ctx.selection),
+    in_pr=True,
+    background=True,
+)
+BENCH = Check(
+    "bench", "scheduler cost per step", BENCH_RUN, gates_test=False, in_pr=True
+)
+BENCH_QUICK = Check(
+    "bench-quick",
+    "scheduler cost per step, one size",
+    f"{BENCH_RUN} --quick",
+    gates_test=False,
+)
+GPU_E2E = Check(
+    "gpu-e2e",
+    "GPU end-to-end test, on the series and without its resolution",
+    "python3 -m forktool e2e",
+    gates_test=False,
+    in_pr=True,
+)
+
 # In the order `test` runs them, after the workflow's own.
 CHECKS = (
-    REGRESSION_MATRIX := Check("regression-matrix", "regression matrix", SETUP,
-        lambda ctx: matrix.regression_matrix(
-            LAYOUT, ctx.tests, ctx.selection, ctx.pins.author),
-        in_setup=True, in_pr=True),
-    MUTANTS := Check(mutation.NAME, "mutation testing of the series' added lines",
-                     mutation.COMMAND_LINE, mutants, in_pr=True),
-    GPU_ONLY := Check("gpu-only", "GPU-only tests collected, skipped here", TEST,
-        lambda ctx: matrix.gpu_only_skipped(LAYOUT.fork, ctx.tests, ctx.selection),
-        in_pr=True),
-    Check("ci-checkers", "vLLM CI checkers", TEST,
-          lambda ctx: ci_impact.run_checkers(LAYOUT.fork, python(ctx.venv)),
-          pr_row=checkers_row),
-    CI_IMPACT := Check("ci-impact", "CI impact report", TEST, impact, in_pr=True),
-    PRE_COMMIT := Check("pre-commit", "vLLM pre-commit", TEST,
-        lambda ctx: precommit.run_precommit(LAYOUT.fork, LAYOUT.trees / "pre-commit"),
-        pr_row=precommit_row, needs=precommit.NEEDS),
-    OVERRIDES := Check("overrides", "out-of-tree override patterns", TEST,
-        lambda ctx: matrix.override_patterns(LAYOUT, ctx.tests), in_pr=True),
-    PLANNER_FUZZ := Check("planner-fuzz", "planner fuzz", TEST, planner_fuzz,
-                          in_pr=True),
-    FUZZ_CATCHES_BASE := Check("fuzz-catches-base", "planner fuzz catches the base",
-                               TEST, fuzz_catches_base, in_pr=True),
-    UPSTREAM_SELECTION := Check(
-        "upstream-selection", "upstream selection, fork vs base", TEST,
-        lambda ctx: cpu_selection.cpu_selection(LAYOUT, ctx.tests, ctx.selection),
-        in_pr=True, background=True),
-    BENCH := Check("bench", "scheduler cost per step", BENCH_RUN, gates_test=False,
-                   in_pr=True),
-    BENCH_QUICK := Check("bench-quick", "scheduler cost per step, one size",
-                         f"{BENCH_RUN} --quick", gates_test=False),
-    GPU_E2E := Check("gpu-e2e",
-                     "GPU end-to-end test, on the series and without its resolution",
-                     "python3 -m forktool e2e", gates_test=False, in_pr=True),
-)  # fmt: skip
+    REGRESSION_MATRIX,
+    MUTANTS,
+    GPU_ONLY,
+    CI_CHECKERS,
+    CI_IMPACT,
+    PRE_COMMIT,
+    OVERRIDES,
+    PLANNER_FUZZ,
+    FUZZ_CATCHES_BASE,
+    UPSTREAM_SELECTION,
+    BENCH,
+    BENCH_QUICK,
+    GPU_E2E,
+)

@@ -99,8 +99,9 @@ def node_selects(arg: str, item: str) -> bool:
     return not sel or item == sel or item.startswith((sel + "[", sel + "::"))
 
 
-def collected(step: Step, file: str, items: dict[str, frozenset],
-              tk: ModuleType) -> tuple[list[str], bool]:  # fmt: skip
+def collected(
+    step: Step, file: str, items: dict[str, frozenset], tk: ModuleType
+) -> tuple[list[str], bool]:
     """The items of `file` the step's commands collect, and whether a pytest
     invocation that runs the file filters with `-m` (not evaluated)."""
     rel = tk.normalize_test_path(file)

@@ -42,10 +42,12 @@ def trigger_cell(step: Step | None, changed: list[str]) -> str:
             by_entry.setdefault(entry, []).append(path.removeprefix(entry))
     if not by_entry:
         return "tests only" if triggers(step.deps, changed) else "no"
-    return "<br>".join(f"`{entry}`"
-                       + (" (parent's)" if entry in step.inherited else "")
-                       + "".join(f" ← `{p.lstrip('/')}`" for p in below if p)
-                       for entry, below in by_entry.items())  # fmt: skip
+    return "<br>".join(
+        f"`{entry}`"
+        + (" (parent's)" if entry in step.inherited else "")
+        + "".join(f" ← `{p.lstrip('/')}`" for p in below if p)
+        for entry, below in by_entry.items()
+    )
 
 
 def pipeline_summary(steps: list[Step], sources: list[str]) -> str:

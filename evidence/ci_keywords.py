@@ -23,7 +23,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     path = session.config.getoption("ci_keywords")
     if path:
-        items = {item.nodeid: sorted(KeywordMatcher.from_item(item)._names)
-                 for item in session.items}  # fmt: skip
+        items = {
+            item.nodeid: sorted(KeywordMatcher.from_item(item)._names)
+            for item in session.items
+        }
         with open(path, "w") as f:
             json.dump(items, f)

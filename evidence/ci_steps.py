@@ -48,9 +48,11 @@ def triggers(deps: list[str], changed: Iterable[str]) -> dict[str, list[str]]:
     """Changed file -> the include entries selecting it, for each file that
     some include entry selects and no `!` entry excludes."""
     excludes = [d[1:] for d in deps if d.startswith("!")]
-    hits = {path: [d for d in deps if d[:1] != "!" and entry_matches(d, path)]
-            for path in changed
-            if not any(entry_matches(e, path) for e in excludes)}  # fmt: skip
+    hits = {
+        path: [d for d in deps if d[:1] != "!" and entry_matches(d, path)]
+        for path in changed
+        if not any(entry_matches(e, path) for e in excludes)
+    }
     return {path: entries for path, entries in hits.items() if entries}
 
 

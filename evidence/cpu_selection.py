@@ -44,8 +44,12 @@ def is_ok(comparison: Comparison) -> bool:
 
 def report(comparison: Comparison) -> list[str]:
     """One line per test that needs a word."""
-    return [f"SUITE: {KINDS[k]}: {t}" for k, tests in comparison.items() if k != "added"
-            for t in tests]  # fmt: skip
+    return [
+        f"SUITE: {KINDS[k]}: {t}"
+        for k, tests in comparison.items()
+        if k != "added"
+        for t in tests
+    ]
 
 
 def needs_base(on_fork: Result, base_ids: set[str]) -> list[str]:
@@ -53,16 +57,27 @@ def needs_base(on_fork: Result, base_ids: set[str]) -> list[str]:
     return sorted(t for t in base_ids if on_fork.outcomes.get(t, "passed") != "passed")
 
 
-def compare(fork_ids: set[str], base_ids: set[str], on_fork: Result, on_base: Result,
-            again: Result | None = None) -> Comparison:  # fmt: skip
+def compare(
+    fork_ids: set[str],
+    base_ids: set[str],
+    on_fork: Result,
+    on_base: Result,
+    again: Result | None = None,
+) -> Comparison:
     """Classify the fork's outcomes; `on_base` ran `needs_base`'s tests and
     `again` the fork's failures once more."""
     flaky = set(again.with_outcome("passed")) if again else set()
     failing = set(on_fork.with_outcome("failed", "error")) - flaky
     on_base_too = failing & set(on_base.with_outcome("failed", "error"))
     skipped = set(on_fork.with_outcome("skipped")) & set(on_base.with_outcome("passed"))
-    kinds = (fork_ids - base_ids, base_ids - fork_ids, failing - on_base_too,
-             on_base_too, skipped, flaky)  # fmt: skip
+    kinds = (
+        fork_ids - base_ids,
+        base_ids - fork_ids,
+        failing - on_base_too,
+        on_base_too,
+        skipped,
+        flaky,
+    )
     return dict(zip(KINDS, map(sorted, kinds), strict=True))
 
 
@@ -90,8 +105,9 @@ def only(result: Result, ids: list[str]) -> Result:
     return kept
 
 
-def _on_fork(fork: Path, runner: Runner, collected: dict[str, list[str]],
-             selection: Selection) -> dict[str, Result]:  # fmt: skip
+def _on_fork(
+    fork: Path, runner: Runner, collected: dict[str, list[str]], selection: Selection
+) -> dict[str, Result]:
     """Each run's outcomes on the fork, by name, in SHARDS processes side by
     side. Runs with the same options share their processes: each process
     imports vLLM once, and one run's slow tail does not leave a core idle
@@ -104,8 +120,10 @@ def _on_fork(fork: Path, runner: Runner, collected: dict[str, list[str]],
         with ThreadPoolExecutor(max_workers=SHARDS) as pool:
             parts = enumerate(shards(list(dict.fromkeys(ids)), SHARDS), 1)
             tag = f"selection-{n}-fork"
-            running = [pool.submit(runner.run, fork, (*opts, *part), f"{tag}-{i}")
-                       for i, part in parts]  # fmt: skip
+            running = [
+                pool.submit(runner.run, fork, (*opts, *part), f"{tag}-{i}")
+                for i, part in parts
+            ]
             results = [run.result() for run in running]
         seconds = max((r.seconds for r in results), default=0)
         cached = bool(results) and all(r.cached for r in results)
@@ -113,13 +131,21 @@ def _on_fork(fork: Path, runner: Runner, collected: dict[str, list[str]],
         for result in results:
             merged.update(result)
         print(f"fork, {' '.join(opts) or 'no options'}: {merged.summary()}")
-    return {name: only(found[options(selection.runs[name])], ids)
-            for name, ids in collected.items()}  # fmt: skip
+    return {
+        name: only(found[options(selection.runs[name])], ids)
+        for name, ids in collected.items()
+    }
 
 
-def _compared(fork: Path, base: Path, runner: Runner, name: str, args: tuple[str, ...],
-              collected: tuple[list[str], set[str]],
-              on_fork: Result) -> tuple[bool, dict[str, Any]]:  # fmt: skip
+def _compared(
+    fork: Path,
+    base: Path,
+    runner: Runner,
+    name: str,
+    args: tuple[str, ...],
+    collected: tuple[list[str], set[str]],
+    on_fork: Result,
+) -> tuple[bool, dict[str, Any]]:
     """One run of the selection, its ids `collected` on the fork and on the
     base and its outcomes `on_fork`: its failures again, the base where
     needed; whether it is ok, and its data for the results file."""
@@ -131,16 +157,21 @@ def _compared(fork: Path, base: Path, runner: Runner, name: str, args: tuple[str
     rerun = needs_base(on_fork, base_ids)
     jobs = {"fork-again": (fork, failed), "base": (base, rerun)}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = {k: pool.submit(runner.run, tree, (*options(args), *ids), f"{name}-{k}")
-                for k, (tree, ids) in jobs.items() if ids}  # fmt: skip
+        runs = {
+            k: pool.submit(runner.run, tree, (*options(args), *ids), f"{name}-{k}")
+            for k, (tree, ids) in jobs.items()
+            if ids
+        }
     again = runs["fork-again"].result() if failed else None
     on_base = runs["base"].result() if rerun else Result()
     if again is not None:
         print(f"{name}: fork, the {len(failed)} failed run again: {again.summary()}")
     found = compare(fork_ids, base_ids, on_fork, on_base, again)
-    print(f"{name}: collected {len(fork_ids)} on the fork, {len(base_ids)} on the "
-          f"base: {len(found['added'])} only on the fork (added by the series), "
-          f"{len(found['lost'])} only on the base")  # fmt: skip
+    print(
+        f"{name}: collected {len(fork_ids)} on the fork, {len(base_ids)} on the "
+        f"base: {len(found['added'])} only on the fork (added by the series), "
+        f"{len(found['lost'])} only on the base"
+    )
     if rerun:
         print(f"{name}: base, the {len(rerun)} not passing on the fork: "
               f"{on_base.summary()}")  # fmt: skip
@@ -148,10 +179,13 @@ def _compared(fork: Path, base: Path, runner: Runner, name: str, args: tuple[str
     data = {
         "args": list(args),
         "fork": {"collected": len(fork_ids), "counts": dict(on_fork.counts())},
-        "base": {"collected": len(base_ids), "rerun": len(rerun),
-                 "counts": dict(on_base.counts())},
+        "base": {
+            "collected": len(base_ids),
+            "rerun": len(rerun),
+            "counts": dict(on_base.counts()),
+        },
         **found,
-    }  # fmt: skip
+    }
     return is_ok(found) and bool(on_fork.outcomes), data
 
 

@@ -87,14 +87,18 @@ def measure() -> Measured:
     """Both runs; it passes when every test passes on the series and one
     fails without the resolution. Its counts are the series run's."""
     args = Selection.load(LAYOUT.selection).gpu_only
-    reverted = without_resolution(LAYOUT.fork, tree := LAYOUT.trees / TREE)
+    tree = LAYOUT.trees / TREE
+    reverted = without_resolution(LAYOUT.fork, tree)
     series, series_tail = run_test(LAYOUT.fork, args, LAYOUT.logs / "e2e-series.log")
     without, without_tail = run_test(tree, args, LAYOUT.logs / f"{TREE}.log")
     passed = set(series["outcomes"].values()) == {"passed"}
     failed = bool({"failed", "error"} & set(without["outcomes"].values()))
     tails = {"series": series_tail, "without-resolution": without_tail}
-    data = {"args": list(args), "reverted": reverted,
-            "runs": {"series": series, "without-resolution": without}}  # fmt: skip
+    data = {
+        "args": list(args),
+        "reverted": reverted,
+        "runs": {"series": series, "without-resolution": without},
+    }
     counts = dict(Counter(series["outcomes"].values()))
     verdict = "PASS" if passed and failed else "FAIL"
     print(f"{verdict} (it must pass on the series and fail without the resolution)")

@@ -37,10 +37,15 @@ ok passed, FAIL failed, ERR error, skip skipped, - not present at that patch \
 # adds, not for the bug; a TypeError only when it is about the arguments.
 MISSING_API = ("AttributeError", "ImportError", "ModuleNotFoundError", "NameError")
 ARGUMENTS = (
-    "unexpected keyword argument", "required positional argument",
-    "required keyword-only argument", " was given", " were given",
-    "multiple values for", "takes no arguments", "takes no keyword arguments",
-)  # fmt: skip
+    "unexpected keyword argument",
+    "required positional argument",
+    "required keyword-only argument",
+    " was given",
+    " were given",
+    "multiple values for",
+    "takes no arguments",
+    "takes no keyword arguments",
+)
 EVIDENCE_FAILURES = 10
 """The failing tests the visible evidence names; the tracebacks show all."""
 EVIDENCE_LIMIT = 12000
@@ -86,10 +91,14 @@ def base_problems(base: Result, fails_on_base: frozenset[str]) -> list[str]:
     """What fails on the base must be the listed tests, each failing for the
     bug: one sentence per problem."""
     failing = base.exceptions()
-    problems = [f"MATRIX: expected to fail on the base but did not: {test}"
-                for test in sorted(fails_on_base - set(failing))]  # fmt: skip
-    problems += [f"MATRIX: fails on the base but is not listed: {test}"
-                 for test in sorted(set(failing) - fails_on_base)]  # fmt: skip
+    problems = [
+        f"MATRIX: expected to fail on the base but did not: {test}"
+        for test in sorted(fails_on_base - set(failing))
+    ]
+    problems += [
+        f"MATRIX: fails on the base but is not listed: {test}"
+        for test in sorted(set(failing) - fails_on_base)
+    ]
     for test in sorted(fails_on_base & set(failing)):
         reason = base.reasons.get(test, "").partition("\n")[0]
         if missing_api(failing[test], reason):
@@ -101,8 +110,9 @@ def base_problems(base: Result, fails_on_base: frozenset[str]) -> list[str]:
     return problems
 
 
-def regression_matrix(layout: Layout, runner: Runner, selection: Selection,
-                      author: str) -> Measured:  # fmt: skip
+def regression_matrix(
+    layout: Layout, runner: Runner, selection: Selection, author: str
+) -> Measured:
     """Run the regression selection and fork_tests/ on base+tests and every patch.
 
     The listed tests must fail on the base for the bug, and everything pass
@@ -132,8 +142,11 @@ def regression_matrix(layout: Layout, runner: Runner, selection: Selection,
             regression[name] = pool.submit(
                 runner.run, tree, selection.regression, label, expected=may_fail
             )
-        own = {n: pool.submit(runner.run, t, own_args, f"fork-tests-{n}", paths, f)
-               for n, (t, f) in made.items() if paths}  # fmt: skip
+        own = {
+            n: pool.submit(runner.run, t, own_args, f"fork-tests-{n}", paths, f)
+            for n, (t, f) in made.items()
+            if paths
+        }
         done = {name: run.result() for name, run in regression.items()}
         columns = {}
         for name, run in done.items():
@@ -144,7 +157,8 @@ def regression_matrix(layout: Layout, runner: Runner, selection: Selection,
     drop(done[BASE], selection.not_on_base)
     for name, column in columns.items():  # shown as not present there
         drop(column, unjudged(name, selection, subjects))
-    print(shown := table(columns))
+    shown = table(columns)
+    print(shown)
     head = f"{len(commits):04d}"
     excerpts: dict[str, str] = {}
     # The evidence: the same selection on the base and at the head.
@@ -155,25 +169,35 @@ def regression_matrix(layout: Layout, runner: Runner, selection: Selection,
         failing = [] if name == BASE else result.with_outcome("failed", "error")
         problems += [f"MATRIX: fails at patch {name}: {test}" for test in failing]
     if not commits or not columns[head].outcomes:
-        problems.append("MATRIX: the regression selection ran nothing at the "
-                        "series' head")  # fmt: skip
+        problems.append(
+            "MATRIX: the regression selection ran nothing at the series' head"
+        )
     verdict = "FAILED" if problems else "ok"
     print("\n".join([*problems, f"regression matrix: {verdict}"]))
-    counts = {f"{column} {outcome}": n for column, result in columns.items()
-              for outcome, n in result.counts().items()}  # fmt: skip
+    counts = {
+        f"{column} {outcome}": n
+        for column, result in columns.items()
+        for outcome, n in result.counts().items()
+    }
     data = {
         "args": list(selection.regression),
         "fails_on_base": sorted(selection.fails_on_base),
         "table": shown,
-        "columns": {column: {"outcomes": r.outcomes, "exceptions": r.exceptions(),
-                             "seconds": round(r.seconds, 1)}
-                    for column, r in columns.items()},
-    }  # fmt: skip
+        "columns": {
+            column: {
+                "outcomes": r.outcomes,
+                "exceptions": r.exceptions(),
+                "seconds": round(r.seconds, 1),
+            }
+            for column, r in columns.items()
+        },
+    }
     return Measured(not problems, counts, excerpts, data)
 
 
-def failure_evidence(runner: Runner, result: Result, args: tuple[str, ...],
-                     side: str) -> dict[str, str]:  # fmt: skip
+def failure_evidence(
+    runner: Runner, result: Result, args: tuple[str, ...], side: str
+) -> dict[str, str]:
     """The excerpts of a run of the regression selection on one side: each
     failure's message (`side`), and the end of each one's traceback."""
     tracebacks = excerpt(runner, result, args, tails=True)
@@ -195,8 +219,10 @@ def unjudged(name: str, selection: Selection, subjects: list[str]) -> tuple[str,
     the patches after it (`subjects`: the series' patch subjects, in order).
     Refuses a fork test said to guard no patch of the series."""
     if unknown := set(selection.fork_tests_from.values()) - set(subjects):
-        raise ForkToolError("upstream-tests.toml: fork_tests_from names no patch "
-                            f"of the series: {sorted(unknown)}")  # fmt: skip
+        raise ForkToolError(
+            "upstream-tests.toml: fork_tests_from names no patch "
+            f"of the series: {sorted(unknown)}"
+        )
     if name == BASE:
         return selection.not_on_base
     applied = subjects[: int(name)]
@@ -234,8 +260,10 @@ def override_patterns(layout: Layout, runner: Runner) -> Measured:
     args = (f"--rootdir={layout.root}", str(path))
     base = worktree(fork, layout.base_tree, BASE_TAG)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        running = {n: pool.submit(runner.run, tree, args, f"overrides-{n}", (path,))
-                   for n, tree in (("base", base), ("fork", fork))}  # fmt: skip
+        running = {
+            n: pool.submit(runner.run, tree, args, f"overrides-{n}", (path,))
+            for n, tree in (("base", base), ("fork", fork))
+        }
         results = {name: run.result() for name, run in running.items()}
     on_base, on_fork = results["base"].outcomes, results["fork"].outcomes
     tests = sorted({*on_base, *on_fork})

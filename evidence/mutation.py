@@ -480,9 +480,14 @@ def mutation_testing(
     kinds = Counter(o.kind for _, o in found)
     series, forks = kinds[KILLED_SERIES], kinds[KILLED_FORK_TESTS]
     survived, equivalent = kinds["survived"], kinds["equivalent"]
-    tally = {"mutants": len(found), "killed": series + forks,
-             "killed by the series": series, "killed only by fork tests": forks,
-             "survived": survived, "equivalent": equivalent}  # fmt: skip
+    tally = {
+        "mutants": len(found),
+        "killed": series + forks,
+        "killed by the series": series,
+        "killed only by fork tests": forks,
+        "survived": survived,
+        "equivalent": equivalent,
+    }
     notes, failures = only_fork_tests(found, gpu_only, gpu_lines.name)
     said = (
         f"{len(found)} mutants: {series + forks} killed ({series} by the series' "

@@ -105,16 +105,29 @@ class PreCommit:
         # Hook environments are cached across runs and worktrees.
         home = str(cache_dir() / "pre-commit-home")
         env = process.environ(PRE_COMMIT_HOME=home, **env)
-        cmd = [str(self.bin_dir / "pre-commit"), "run", hook_key(hook), "--color=never",
-               "--config", str(self.config), *args]  # fmt: skip
+        cmd = [
+            str(self.bin_dir / "pre-commit"),
+            "run",
+            hook_key(hook),
+            "--color=never",
+            "--config",
+            str(self.config),
+            *args,
+        ]
         start = self.log.stat().st_size if self.log.exists() else 0
         began = time.monotonic()
         with self.log.open("a") as out:  # appended as it runs, to follow it
             out.write(f"$ {' '.join(cmd)}\n")
             out.flush()
             status = process.run(
-                cmd, cwd=self.tree, env=env, check=False, capture=False, stdout=out,
-                stderr=out).returncode  # fmt: skip
+                cmd,
+                cwd=self.tree,
+                env=env,
+                check=False,
+                capture=False,
+                stdout=out,
+                stderr=out,
+            ).returncode
         seconds = time.monotonic() - began
         output = self.log.read_bytes()[start:].decode(errors="replace")
         output = output.split("\n", 1)[1].strip()
@@ -139,8 +152,9 @@ def changed_files(tree: Path) -> list[str]:
     return diff.stdout.split()
 
 
-def check_files(pre_commit: PreCommit, config: dict[str, Any],
-                files: list[str]) -> list[Outcome]:  # fmt: skip
+def check_files(
+    pre_commit: PreCommit, config: dict[str, Any], files: list[str]
+) -> list[Outcome]:
     """The pre-commit stage's hooks on `files`, one by one in pre-commit's
     order, one outcome per hook of `config`, each printed as it comes."""
     request = {"tree": str(pre_commit.tree), "config": config, "files": files}
@@ -164,8 +178,9 @@ def check_files(pre_commit: PreCommit, config: dict[str, Any],
     return outcomes
 
 
-def check_messages(pre_commit: PreCommit,
-                   config: dict[str, Any]) -> list[tuple[str, Outcome]]:  # fmt: skip
+def check_messages(
+    pre_commit: PreCommit, config: dict[str, Any]
+) -> list[tuple[str, Outcome]]:
     """The commit-msg hooks, one by one, on each patch's message: (patch,
     outcome) pairs, each printed as it comes.
 
@@ -176,16 +191,22 @@ def check_messages(pre_commit: PreCommit,
     the identity a DCO check asks the sign-off of.
     """
     can_run = runnable(config)
-    hooks = [selected(can_run, "commit-msg", hook)
-             for hook in stage_hooks(can_run, "commit-msg")]  # fmt: skip
+    hooks = [
+        selected(can_run, "commit-msg", hook)
+        for hook in stage_hooks(can_run, "commit-msg")
+    ]
     tree = pre_commit.tree
-    editmsg = Path(git(tree, "rev-parse", "--path-format=absolute", "--git-path",
-                       "COMMIT_EDITMSG").stdout.strip())  # fmt: skip
+    editmsg = Path(
+        git(
+            tree, "rev-parse", "--path-format=absolute", "--git-path", "COMMIT_EDITMSG"
+        ).stdout.strip()
+    )
     args = ("--hook-stage", "commit-msg", "--commit-msg-filename", str(editmsg))
     results = []
     for number, commit in enumerate(series_commits(tree) if hooks else [], 1):
-        name, email, message = git(tree, "log", "-1", "--format=%an%x00%ae%x00%B",
-                                   commit).stdout.split("\0", 2)  # fmt: skip
+        name, email, message = git(
+            tree, "log", "-1", "--format=%an%x00%ae%x00%B", commit
+        ).stdout.split("\0", 2)
         patch = f"{number:04d} {message.splitlines()[0]}"
         author = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "user.name",
                   "GIT_CONFIG_VALUE_0": name, "GIT_CONFIG_KEY_1": "user.email",
@@ -236,9 +257,11 @@ def run_precommit(fork: Path, worktree_path: Path) -> Measured:
     pre_commit = PreCommit(bin_dir, tree, config_file, log)
     version = process.run([bin_dir / "pre-commit", "--version"]).stdout.strip()
     files = changed_files(tree)
-    print(f"{version} in {tree} at {head[:12]} on the {len(files)} files the series "
-          f"adds or modifies (config {config_file}, output {log})",
-          flush=True)  # fmt: skip
+    print(
+        f"{version} in {tree} at {head[:12]} on the {len(files)} files the series "
+        f"adds or modifies (config {config_file}, output {log})",
+        flush=True,
+    )
     # Messages first: at the commit-msg stage pre-commit stashes unstaged
     # changes, which the file hooks may have made.
     print("commit-msg hooks on each patch's message:")
@@ -250,10 +273,15 @@ def run_precommit(fork: Path, worktree_path: Path) -> Measured:
         print(f"what the hooks changed in {tree}:\n{changes.rstrip()}")
     ok = all(o.status != "FAIL" for o in [*outcomes, *(o for _, o in messages)])
     print(f"pre-commit: {'ok' if ok else 'FAILED'} ({time.monotonic() - start:.0f} s)")
-    return Measured(ok, dict(Counter(o.status for o in outcomes)), data={
-        "version": version, "files": files,
-        "hooks": [[o.hook, o.status, o.detail] for o in outcomes],
-        "messages": [[patch, o.hook, o.status, o.detail] for patch, o in messages],
-        # Each hook's `pre-commit run`, in seconds (not the skipped ones).
-        "seconds": {o.hook: round(o.seconds, 1) for o in outcomes if o.seconds},
-    })  # fmt: skip
+    return Measured(
+        ok,
+        dict(Counter(o.status for o in outcomes)),
+        data={
+            "version": version,
+            "files": files,
+            "hooks": [[o.hook, o.status, o.detail] for o in outcomes],
+            "messages": [[patch, o.hook, o.status, o.detail] for patch, o in messages],
+            # Each hook's `pre-commit run`, in seconds (not the skipped ones).
+            "seconds": {o.hook: round(o.seconds, 1) for o in outcomes if o.seconds},
+        },
+    )

@@ -110,10 +110,17 @@ def local_hook(url: str, version: str, hook: Hook) -> Hook:
             "that repository's .pre-commit-hooks.yaml"
         )
     # As pre-commit does: the config's keys override the repository's.
-    deps = [requirement.format(version=version),
-            *hook.get("additional_dependencies", [])]  # fmt: skip
-    local = {"id": hook["id"], **manifest, **hook, "language": language,
-             "additional_dependencies": deps}  # fmt: skip
+    deps = [
+        requirement.format(version=version),
+        *hook.get("additional_dependencies", []),
+    ]
+    local = {
+        "id": hook["id"],
+        **manifest,
+        **hook,
+        "language": language,
+        "additional_dependencies": deps,
+    }
     if language == "node":
         # Any other version is downloaded from nodejs.org; npm packages are not.
         local["language_version"] = "system"
@@ -156,17 +163,23 @@ def skip_reason(hook: Hook) -> str | None:
 
 def runnable(config: dict[str, Any]) -> dict[str, Any]:
     """`config` without the hooks that cannot run on this machine."""
-    repos = [{**repo, "hooks": [h for h in repo["hooks"] if skip_reason(h) is None]}
-             for repo in config["repos"]]  # fmt: skip
+    repos = [
+        {**repo, "hooks": [h for h in repo["hooks"] if skip_reason(h) is None]}
+        for repo in config["repos"]
+    ]
     return {**config, "repos": [repo for repo in repos if repo["hooks"]]}
 
 
 def stage_hooks(config: dict[str, Any], stage: str) -> list[Hook]:
     """The config's hooks that run at `stage`, in the order pre-commit runs them."""
     default = config.get("default_stages")
-    return [hook for repo in config["repos"] for hook in repo["hooks"]
-            if (stages := hook.get("stages", default)) is None
-            or stage in {LEGACY_STAGES.get(s, s) for s in stages}]  # fmt: skip
+    return [
+        hook
+        for repo in config["repos"]
+        for hook in repo["hooks"]
+        if (stages := hook.get("stages", default)) is None
+        or stage in {LEGACY_STAGES.get(s, s) for s in stages}
+    ]
 
 
 def label(hook: Hook) -> str:

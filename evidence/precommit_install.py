@@ -102,8 +102,16 @@ def ensure_precommit(requirement: str, path: Path = LOCK) -> Path:
         tool = uv_binary(pins)
         shutil.rmtree(venv, ignore_errors=True)
         uv.run(tool, "venv", "-q", "--python", pins.python, str(venv))
-        uv.run(tool, "pip", "sync", "-q", "--require-hashes", "--python",
-               str(venv / "bin" / "python"), str(lock_file))  # fmt: skip
+        uv.run(
+            tool,
+            "pip",
+            "sync",
+            "-q",
+            "--require-hashes",
+            "--python",
+            str(venv / "bin" / "python"),
+            str(lock_file),
+        )
         (venv / COMPLETE).write_text(wanted + "\n")
     return venv / "bin"
 

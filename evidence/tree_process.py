@@ -26,9 +26,15 @@ class TreeProcess:
         self.label, self.tree, self.vllm_file = label, tree, ""
         self.log = tempfile.NamedTemporaryFile("w+", prefix=f"{label}-", suffix=".log")
         self.proc = process.start(
-            [*command, str(tree)], cwd=tree, env=env, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1,
-        )  # fmt: skip
+            [*command, str(tree)],
+            cwd=tree,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            bufsize=1,
+        )
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
 
     def wait_ready(self, timeout: float) -> None:

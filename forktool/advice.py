@@ -72,8 +72,10 @@ def _fixup(fork: Path, item, commit: str, steps_back: int) -> list[str]:
     return lines
 
 
-DROP_OR_CHANGE = (Change.CHANGED_IN_FORK_DROPPED_FROM_SERIES,
-                  Change.CHANGED_IN_SERIES_DROPPED_IN_FORK)  # fmt: skip
+DROP_OR_CHANGE = (
+    Change.CHANGED_IN_FORK_DROPPED_FROM_SERIES,
+    Change.CHANGED_IN_SERIES_DROPPED_IN_FORK,
+)
 
 
 def _keep_both(
@@ -137,8 +139,12 @@ def _diverged(fork: Path, standing: Standing, command: str, series_len: int) -> 
         "changes, `sync` would set the fork's aside.\nTo keep both, one "
         "commit per patch"
     )
-    dropped = [p.name for i in standing.items if i.change in DROP_OR_CHANGE
-               if (p := i.series or i.fork)]  # fmt: skip
+    dropped = [
+        p.name
+        for i in standing.items
+        if i.change in DROP_OR_CHANGE
+        if (p := i.series or i.fork)
+    ]
     if not dropped:
         return f"{text}:\n{keep}"
     names = ", ".join(dropped)
@@ -168,12 +174,14 @@ def refusal(fork: Path, standing: Standing, command: str, series_len: int) -> st
     )
 
 
-def _redo(command: str, said: str, found: list[str], how: str, fix: str,
-          *after: str) -> str:  # fmt: skip
+def _redo(
+    command: str, said: str, found: list[str], how: str, fix: str, *after: str
+) -> str:
     """`command` refused for each of `found`; the fix, then `command` again."""
     again = f"    python3 -m forktool {command}"
-    return "\n".join([f"{command} changed nothing: {said}", *found, how, fix, again,
-                      *after])  # fmt: skip
+    return "\n".join(
+        [f"{command} changed nothing: {said}", *found, how, fix, again, *after]
+    )
 
 
 def linearise(fork: Path, merges: list[str], empty: list[str], command: str) -> str:
@@ -182,12 +190,14 @@ def linearise(fork: Path, merges: list[str], empty: list[str], command: str) -> 
     found += [f"  empty {e}: it would be an empty patch file" for e in empty]
     keep = "" if not empty else " --no-keep-empty --force-rebase"
     return _redo(
-        command, f"{fork} holds commits no patch can hold:", found,
+        command,
+        f"{fork} holds commits no patch can hold:",
+        found,
         "Make the fork one commit per patch (merged commits replayed one by one, "
         "empty ones dropped):",
         f"    git -C {fork} rebase{keep} {BASE_TAG}\n    # if it stops on a conflict: "
         f"resolve it, `git -C {fork} add` the files, `git -C {fork} rebase --continue`",
-    )  # fmt: skip
+    )
 
 
 def reword(fork: Path, misread: dict[str, list[str]], command: str) -> str:
@@ -203,7 +213,7 @@ def reword(fork: Path, misread: dict[str, list[str]], command: str) -> str:
         "Indent each such line by a space (`git am` then keeps it as written), or "
         "rewrite it:",
         f"    git -C {fork} rebase -i {BASE_TAG}   # mark {shorts} `reword`",
-    )  # fmt: skip
+    )
 
 
 def autosquash(fork: Path, fixups: list[str], command: str) -> str:
@@ -212,13 +222,14 @@ def autosquash(fork: Path, fixups: list[str], command: str) -> str:
     return _redo(
         command,
         f"{fork} holds commits made to be squashed into others; each would become "
-        "a patch of its own:", [f"  {commit}" for commit in fixups],
+        "a patch of its own:",
+        [f"  {commit}" for commit in fixups],
         "Squash each into the commit it names (a `squash!` one opens your editor "
         "to join the two messages):",
         f"    git -C {fork} -c sequence.editor=: rebase -q -i --autosquash {BASE_TAG}",
         f"If one stays, the commit it names is not in the fork: reword or drop it "
         f"with `git -C {fork} rebase -i {BASE_TAG}`.",
-    )  # fmt: skip
+    )
 
 
 SUBJECT_STYLE = re.compile(r"^(\[[^\]\s][^\]]*\])+ \S")
@@ -293,8 +304,9 @@ def revert_hints(fork: Path, names: list[str]) -> list[str]:
         if not commit.subject.startswith('Revert "'):
             continue
         said = REVERTS.search(commit.message)
-        at = next((j for j in range(i) if said and commits[j].sha.startswith(said[1])),
-                  None)  # fmt: skip
+        at = next(
+            (j for j in range(i) if said and commits[j].sha.startswith(said[1])), None
+        )
         if at is None:  # "This reverts commit" gone or stale (a rebase changed
             # the ids): the quoted subject.
             quoted = commit.subject.removeprefix('Revert "').removesuffix('"')

@@ -75,9 +75,14 @@ def create_base(
 
 
 def apply(
-    repo: Path, patches: list[Path], author: str, log: Path, fork: Path,
-    first: int = 1, env: dict[str, str] | None = None,
-) -> None:  # fmt: skip
+    repo: Path,
+    patches: list[Path],
+    author: str,
+    log: Path,
+    fork: Path,
+    first: int = 1,
+    env: dict[str, str] | None = None,
+) -> None:
     """`git am -3` each patch in `repo` and check the files it made against
     the patch's `index` lines; on failure leave `repo` at the last good commit.
 

@@ -76,9 +76,11 @@ def report(fork: Path, prune: bool, patches: Path) -> str:
     done = [b for b in found if not b.lacking]
     whose = "patches are all in the fork or in the git history of patches/"
     if not prune:
-        return (f"{len(found)} backup branches in {fork}:\n" + "\n".join(lines) + "\n"
-                f"`python3 -m forktool backups --prune` deletes the {len(done)} whose "
-                f"{whose}.")  # fmt: skip
+        return (
+            f"{len(found)} backup branches in {fork}:\n" + "\n".join(lines) + "\n"
+            f"`python3 -m forktool backups --prune` deletes the {len(done)} whose "
+            f"{whose}."
+        )
     for b in done:
         git(fork, "branch", "-q", "-D", b.name)
     said = f"deleted {len(done)} backup branches whose {whose}"

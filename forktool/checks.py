@@ -162,7 +162,6 @@ class Background:
         log = LAYOUT.logs / f"{check.name}.out"
         self.check, self.log, self.ended = check, log, False
         log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text("")
         print(f"\n=== {check.title}: runs in the background (log: {log}) ===")
         sys.stdout.flush()
         sys.stderr.flush()
@@ -170,10 +169,11 @@ class Background:
         self.pid = os.fork()
         # The child measures, answers and ends without the tool's exit handlers.
         if self.pid == 0:
+            os.close(self.answer)  # else a reader stays while the tool is gone
             code = 1
             try:
                 os.setpgid(0, 0)
-                sys.stdout = sys.stderr = open(log, "a", buffering=1)
+                sys.stdout = sys.stderr = open(log, "w", buffering=1)
                 os.dup2(sys.stdout.fileno(), 1)
                 os.dup2(sys.stdout.fileno(), 2)
                 found, seconds = _timed(check, ctx)
@@ -212,7 +212,8 @@ class Background:
         if said:
             seconds, found = json.loads(said)
             return Measured(**found), seconds
-        print(error := f"{self.check.name} ended with status {status}: see {self.log}")
+        error = f"{self.check.name} ended with status {status}: see {self.log}"
+        print(error)
         return Measured(False, excerpts={"error": error}), 0.0
 
 
@@ -258,14 +259,25 @@ def run_checks(ctx: Context, checks: list[Check], command: str, prepared: float)
     return 0 if all(result.ok for _, result in written) else 1
 
 
-def record(check: Check, found: Measured, seconds: float, base_version: str, tree: str,
-           command: str | None = None) -> CheckResult:  # fmt: skip
+def record(
+    check: Check,
+    found: Measured,
+    seconds: float,
+    base_version: str,
+    tree: str,
+    command: str | None = None,
+) -> CheckResult:
     """Write what a run of `check` found to the clone's results, as run by
     `command` (the check's own by default); the one place results are
     recorded."""
     result = CheckResult(
-        check.name, tree=tree, base_version=base_version, seconds=round(seconds, 1),
-        command=command or check.command, **asdict(found))  # fmt: skip
+        check.name,
+        tree=tree,
+        base_version=base_version,
+        seconds=round(seconds, 1),
+        command=command or check.command,
+        **asdict(found),
+    )
     write(LAYOUT.results, result)
     return result
 

@@ -27,8 +27,13 @@ from forktool.verify import Commit, misread, prove, series_messages, unexportabl
 TO_SQUASH = re.compile(r"^(?:fixup|squash|amend)! ")
 
 
-def _refuse_losing(patches_dir: Path, written: list[Path], removed: list[Path],
-                   kept: set[str], record: Record) -> None:  # fmt: skip
+def _refuse_losing(
+    patches_dir: Path,
+    written: list[Path],
+    removed: list[Path],
+    kept: set[str],
+    record: Record,
+) -> None:
     """Refuse to delete a patch file whose content exists only there, or to
     overwrite one unless it is the fork's last synced or exported version."""
     dirty: set[Path] | None = None  # not committed; None: not a git checkout
@@ -72,9 +77,13 @@ REWRITTEN = "the same change, rewritten (its number, line numbers or blob ids mo
 
 
 def _changes(
-    standing: Standing, written: list[Path], removed: list[Path], renamed: dict,
-    names: list[str], patches_dir: Path,
-) -> list[str]:  # fmt: skip
+    standing: Standing,
+    written: list[Path],
+    removed: list[Path],
+    renamed: dict,
+    names: list[str],
+    patches_dir: Path,
+) -> list[str]:
     """One line for each patch file export writes, renames or removes (`renamed`:
     old name -> new name of each only renamed), and for the series file if
     export rewrites it."""

@@ -32,9 +32,13 @@ from forktool.series import write_series
 from forktool.status import Entry, save_before_export, save_record, write_whole
 
 # The staging worktree checks out only the files the patches touch.
-SPARSE = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.sparseCheckout",
-          "GIT_CONFIG_VALUE_0": "true", "GIT_CONFIG_KEY_1": "core.sparseCheckoutCone",
-          "GIT_CONFIG_VALUE_1": "false"}  # fmt: skip
+SPARSE = {
+    "GIT_CONFIG_COUNT": "2",
+    "GIT_CONFIG_KEY_0": "core.sparseCheckout",
+    "GIT_CONFIG_VALUE_0": "true",
+    "GIT_CONFIG_KEY_1": "core.sparseCheckoutCone",
+    "GIT_CONFIG_VALUE_1": "false",
+}
 
 
 def beside(fork: Path, what: str) -> Path:
@@ -175,13 +179,15 @@ def recover(fork: Path) -> str | None:
         move = Move(**data)
         head = git(fork, "rev-parse", "HEAD").stdout.strip()
         if head not in (move.head, move.target):
-            raise ForkToolError(f"A sync was interrupted while it moved {fork} from "
-                                f"{move.head[:12]} to {move.target[:12]}, and the fork "
-                                f"is now at {head[:12]}, so nothing was changed. Keep "
-                                f"what you want: `git -C {fork} branch keep "
-                                f"{move.target[:12]}` keeps the sync's result; then "
-                                f"delete {path} and run the command "
-                                "again.")  # fmt: skip
+            raise ForkToolError(
+                f"A sync was interrupted while it moved {fork} from "
+                f"{move.head[:12]} to {move.target[:12]}, and the fork "
+                f"is now at {head[:12]}, so nothing was changed. Keep "
+                f"what you want: `git -C {fork} branch keep "
+                f"{move.target[:12]}` keeps the sync's result; then "
+                f"delete {path} and run the command "
+                "again."
+            )
         _finish(fork, move)
         return f"finished an interrupted sync: {fork} is at the series it applied"
     if beside(fork, "sync").exists() or beside(fork, "export").exists():

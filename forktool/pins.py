@@ -52,15 +52,18 @@ def _ignore_in_git(cache: Path) -> None:
 KEYS = {
     "": ("base", "fork", "venv"),
     "base": ("project", "version", "generated", "sdist", "wheel"),
-    "base.sdist": ("filename", "sha256"), "base.wheel": ("filename", "sha256"),
+    "base.sdist": ("filename", "sha256"),
+    "base.wheel": ("filename", "sha256"),
     "fork": ("author",),
     "venv": ("python", "platform", "pip", "uv", "constraints", "build", "test"),
-}  # fmt: skip
+}
 # A release's version (PEP 440, without epoch or local part).
 VERSION = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
-MOVE = ("[base] project and version name the files of [base.sdist] and [base.wheel]: "
-        "a move to another release sets all of them, sha256 included (README, Move to "
-        "a new vLLM release); nothing was changed")  # fmt: skip
+MOVE = (
+    "[base] project and version name the files of [base.sdist] and [base.wheel]: "
+    "a move to another release sets all of them, sha256 included (README, Move to "
+    "a new vLLM release); nothing was changed"
+)
 
 
 def normal(name: str) -> str:
@@ -108,29 +111,45 @@ class Pins:
             tables[table] = found = found if isinstance(found, dict) else {}
             if unknown := sorted(set(found) - set(keys)):
                 where = f"[{table}]" if table else "the top level"
-                raise ForkToolError(f"{path}: unknown key {unknown[0]!r} in {where}, "
-                                    f"which takes {', '.join(keys)}; correct or remove "
-                                    "it")  # fmt: skip
+                raise ForkToolError(
+                    f"{path}: unknown key {unknown[0]!r} in {where}, "
+                    f"which takes {', '.join(keys)}; correct or remove "
+                    "it"
+                )
             if missing := [key for key in keys if key not in found]:
                 dotted = f"{table}.{missing[0]}".lstrip(".")
                 raise ForkToolError(f"{path} lacks `{dotted}`; see README.md")
         base, venv, artifact = tables["base"], tables["venv"], Artifact
-        pins = cls(base["project"], base["version"], tuple(base["generated"]),
-                   artifact(**tables["base.sdist"]), artifact(**tables["base.wheel"]),
-                   tables["fork"]["author"], venv["pip"], tuple(venv["build"]),
-                   tuple(venv["test"]), venv["uv"], tuple(venv["constraints"]),
-                   venv["python"], venv["platform"])  # fmt: skip
+        pins = cls(
+            base["project"],
+            base["version"],
+            tuple(base["generated"]),
+            artifact(**tables["base.sdist"]),
+            artifact(**tables["base.wheel"]),
+            tables["fork"]["author"],
+            venv["pip"],
+            tuple(venv["build"]),
+            tuple(venv["test"]),
+            venv["uv"],
+            tuple(venv["constraints"]),
+            venv["python"],
+            venv["platform"],
+        )
         if not VERSION.fullmatch(pins.version):
-            raise ForkToolError(f"{path}: [base] version {pins.version!r} is not a "
-                                "release's version; set it to one, e.g. version = "
-                                '"0.33.0"')  # fmt: skip
+            raise ForkToolError(
+                f"{path}: [base] version {pins.version!r} is not a "
+                "release's version; set it to one, e.g. version = "
+                '"0.33.0"'
+            )
         stem = f"{normal(pins.project).replace('-', '_')}-{pins.version}"
         for kind, form in (("sdist", ".tar.gz"), ("wheel", "-<tags>.whl")):
             name = getattr(pins, kind).filename
             if not re.fullmatch(re.escape(stem + form).replace("<tags>", ".+"), name):
                 release = f"{pins.project} {pins.version} ({stem}{form})"
-                raise ForkToolError(f"{path}: [base.{kind}] filename is {name}, not a "
-                                    f"file of [base] {release}: {MOVE}")  # fmt: skip
+                raise ForkToolError(
+                    f"{path}: [base.{kind}] filename is {name}, not a "
+                    f"file of [base] {release}: {MOVE}"
+                )
         return pins
 
     @property
@@ -151,8 +170,9 @@ def fetch_sdist(pins: Pins) -> Path:
     name, version = headers.get("Name", ""), headers.get("Version", "")
     if normal(name) != normal(pins.project) or version != pins.version:
         said = f"{name or '?'} {version or '?'} (its PKG-INFO), not [base] "
-        raise ForkToolError(f"{sdist} is {said}{pins.project} {pins.version} of "
-                            f"pins.toml: {MOVE}")  # fmt: skip
+        raise ForkToolError(
+            f"{sdist} is {said}{pins.project} {pins.version} of pins.toml: {MOVE}"
+        )
     return sdist
 
 
@@ -166,31 +186,41 @@ def verify(path: Path, artifact: Artifact, pins: Pins) -> Path:
     actual = sha256_of(path)
     if actual == artifact.sha256:
         return path
-    said = (f"sha256 mismatch for {path}: pins.toml says {artifact.sha256}, the file "
-            f"has {actual}. Nothing was unpacked.\n")  # fmt: skip
+    said = (
+        f"sha256 mismatch for {path}: pins.toml says {artifact.sha256}, the file "
+        f"has {actual}. Nothing was unpacked.\n"
+    )
     others = {a.sha256: a.filename for a in (pins.sdist, pins.wheel) if a != artifact}
     if artifact.sha256 in others:
-        raise ForkToolError(f"{said}pins.toml gives {artifact.filename} the sha256 of "
-                            f"{others[artifact.sha256]}: a slip in pins.toml. The file "
-                            "is kept.")  # fmt: skip
+        raise ForkToolError(
+            f"{said}pins.toml gives {artifact.filename} the sha256 of "
+            f"{others[artifact.sha256]}: a slip in pins.toml. The file "
+            "is kept."
+        )
     try:  # the sha256 the index publishes, None if it cannot tell
         published = _index(pins).get(artifact.filename, ("", None))[1]
     except (ForkToolError, OSError):
         published = None
     if published == actual:
-        said += (f"pins.toml is wrong: the file has the sha256 the index publishes for "
-                 f"{artifact.filename}. If {pins.requirement} is the release you mean, "
-                 f'set sha256 = "{actual}" for it in pins.toml. The file is '
-                 "kept.")  # fmt: skip
+        said += (
+            f"pins.toml is wrong: the file has the sha256 the index publishes for "
+            f"{artifact.filename}. If {pins.requirement} is the release you mean, "
+            f'set sha256 = "{actual}" for it in pins.toml. The file is '
+            "kept."
+        )
     elif published == artifact.sha256:
-        said += ("The file is damaged: pins.toml has the sha256 the index publishes. "
-                 f"Delete {path} and run again to download it again.")  # fmt: skip
+        said += (
+            "The file is damaged: pins.toml has the sha256 the index publishes. "
+            f"Delete {path} and run again to download it again."
+        )
     else:
         why = "could not be asked" if published is None else ""
         why = why or f"publishes a third one, {published}"
-        said += (f"Which is wrong cannot be told (the index {why}). Compare both with "
-                 f"the release's page on PyPI: if pins.toml is right, delete {path} to "
-                 "download it again; if the file is, correct pins.toml.")  # fmt: skip
+        said += (
+            f"Which is wrong cannot be told (the index {why}). Compare both with "
+            f"the release's page on PyPI: if pins.toml is right, delete {path} to "
+            "download it again; if the file is, correct pins.toml."
+        )
     raise ForkToolError(said)
 
 

@@ -26,15 +26,20 @@ from forktool.venv import ensure_venv, install_fork, python, register_clone, ven
 PROBE = Path(__file__).with_name("venv_probe.py")
 # What the checks and the regression matrix import: the model registry and
 # the GPU model runners of Model Runner V1 and V2.
-MODULES = ("vllm.model_executor.models.registry", "vllm.v1.worker.gpu_model_runner",
-           "vllm.v1.worker.gpu.model_runner")  # fmt: skip
+MODULES = (
+    "vllm.model_executor.models.registry",
+    "vllm.v1.worker.gpu_model_runner",
+    "vllm.v1.worker.gpu.model_runner",
+)
 EDITABLE = "vllm"  # installed from the fork tree, not from the lock
 
 
 def sync_fork(pins: Pins, force: bool = False) -> None:
     """build/vllm = base + series, or brought up to date (`sync`)."""
-    message = (f"{pins.project} {pins.version}\n\nThe pristine {pins.sdist.filename}, "
-               f"sha256 {pins.sdist.sha256}.\n")  # fmt: skip
+    message = (
+        f"{pins.project} {pins.version}\n\nThe pristine {pins.sdist.filename}, "
+        f"sha256 {pins.sdist.sha256}.\n"
+    )
     register_clone()
     print(sync.sync(LAYOUT.fork, LAYOUT.patches, pins.author, message,
                     lambda: fetch_sdist(pins), pins.generated, force,
@@ -56,8 +61,12 @@ def self_checked(venv: Path) -> Measured:
     return self_check(python(venv), venv_lock.LOCK, test_env(LAYOUT.hf_home))
 
 
-def self_check(python: str, lock_file: Path, env: dict[str, str], modules=MODULES,
-               ) -> Measured:  # fmt: skip
+def self_check(
+    python: str,
+    lock_file: Path,
+    env: dict[str, str],
+    modules=MODULES,
+) -> Measured:
     """Run forktool/venv_probe.py with `python` (outside any tree, so that
     `vllm` is the installed one) and name each problem it finds. A venv
     whose python cannot run it is the tool's error, saying how to remake it."""
@@ -73,9 +82,11 @@ def self_check(python: str, lock_file: Path, env: dict[str, str], modules=MODULE
             ) from e
         if not out.exists():
             said = f"({PROBE.name}, exit status {run.returncode}): {remake}. Its stderr"
-            raise ForkToolError(f"the venv's python {python} could not run its "
-                                f"self-check {said}:\n"
-                                f"{run.stderr[-2000:].rstrip()}")  # fmt: skip
+            raise ForkToolError(
+                f"the venv's python {python} could not run its "
+                f"self-check {said}:\n"
+                f"{run.stderr[-2000:].rstrip()}"
+            )
         report = json.loads(out.read_text())
     installed, clashes = report["installed"], report["clashes"]
     locked = venv_lock.packages(lock_file.read_text())
@@ -83,24 +94,40 @@ def self_check(python: str, lock_file: Path, env: dict[str, str], modules=MODULE
     have.pop(EDITABLE, None)
     failed = [i for i in report["imports"] if i["error"]]
     problems = [
-        *(f"{name}: locked {version}, installed {have.get(name, 'nothing')}"
-          for name, version in sorted(locked.items()) if have.get(name) != version),
-        *(f"{n} {have[n]}: installed, not in the lock"
-          for n in sorted(have.keys() - locked)),
-        *(f"{c['file']}: installed by {' and '.join(c['distributions'])}, different "
-          "contents" for c in clashes),
-        *(f"import {i['module']} failed in "
-          f"{', '.join(i['distributions']) or 'unknown package'}: {i['error']}"
-          for i in failed),
-    ]  # fmt: skip
-    lines = [f"{len(installed)} distributions; {lock_file.name}: {len(locked)} pinned",
-             "files claimed by two distributions with different contents: "
-             f"{len(clashes)}",
-             f"imports: {len(modules) - len(failed)} of {len(modules)} succeed "
-             f"({', '.join(modules)})", *problems]  # fmt: skip
+        *(
+            f"{name}: locked {version}, installed {have.get(name, 'nothing')}"
+            for name, version in sorted(locked.items())
+            if have.get(name) != version
+        ),
+        *(
+            f"{n} {have[n]}: installed, not in the lock"
+            for n in sorted(have.keys() - locked)
+        ),
+        *(
+            f"{c['file']}: installed by {' and '.join(c['distributions'])}, different "
+            "contents"
+            for c in clashes
+        ),
+        *(
+            f"import {i['module']} failed in "
+            f"{', '.join(i['distributions']) or 'unknown package'}: {i['error']}"
+            for i in failed
+        ),
+    ]
+    lines = [
+        f"{len(installed)} distributions; {lock_file.name}: {len(locked)} pinned",
+        f"files claimed by two distributions with different contents: {len(clashes)}",
+        f"imports: {len(modules) - len(failed)} of {len(modules)} succeed "
+        f"({', '.join(modules)})",
+        *problems,
+    ]
     print("\n".join(lines), flush=True)
-    counts = {"distributions": len(installed), "clashing files": len(clashes),
-              "failed imports": len(failed), "problems": len(problems)}  # fmt: skip
+    counts = {
+        "distributions": len(installed),
+        "clashing files": len(clashes),
+        "failed imports": len(failed),
+        "problems": len(problems),
+    }
     output = {"output": "\n".join(lines[:40])}
     return Measured(not problems, counts, output, {"installed": installed})
 
@@ -131,12 +158,17 @@ def prepare(pins: Pins) -> Context:
 
 def require_setup(what: str) -> None:
     """Refuse `what` while the clone has no fork or no complete venv."""
-    missing = [f"no fork at {LAYOUT.fork}"] * (not (LAYOUT.fork / ".git").exists())
-    missing += [f"no complete venv at {LAYOUT.venv}"] * (not venv_id(LAYOUT.venv))
+    missing = []
+    if not (LAYOUT.fork / ".git").exists():
+        missing.append(f"no fork at {LAYOUT.fork}")
+    if not venv_id(LAYOUT.venv):
+        missing.append(f"no complete venv at {LAYOUT.venv}")
     if missing:
-        raise ForkToolError(f"{what} needs the fork and its venv: "
-                            f"{'; '.join(missing)}; run `python3 -m forktool setup` "
-                            "first")  # fmt: skip
+        raise ForkToolError(
+            f"{what} needs the fork and its venv: "
+            f"{'; '.join(missing)}; run `python3 -m forktool setup` "
+            "first"
+        )
 
 
 def vllm_runner(venv: Path) -> Runner:

@@ -28,9 +28,11 @@ def on_path(name: str) -> Callable[[], bool]:
 
 GIT = Program("git", on_path("git"), "the fork and every command")
 BASH = Program("bash", on_path("bash"), "vLLM's pre-commit hooks, the tool's tests")
-PIP = Program(f"pip for {sys.executable}",
-              lambda: importlib.util.find_spec("pip") is not None,
-              "installing uv into the cache")  # fmt: skip
+PIP = Program(
+    f"pip for {sys.executable}",
+    lambda: importlib.util.find_spec("pip") is not None,
+    "installing uv into the cache",
+)
 
 
 def for_setup(pins: Pins, venv: Path = LAYOUT.venv) -> list[Program]:
@@ -38,16 +40,22 @@ def for_setup(pins: Pins, venv: Path = LAYOUT.venv) -> list[Program]:
     venv (this one, or one uv finds on PATH)."""
     running, version = ".".join(map(str, sys.version_info[:2])), pins.python
     found = on_path(f"python{version}")
-    python = Program(f"Python {version} (python{version})",
-                     lambda: running == version or found(), "the venv")  # fmt: skip
+    python = Program(
+        f"Python {version} (python{version})",
+        lambda: running == version or found(),
+        "the venv",
+    )
     needs = [GIT]
     if not uv.path(pins.uv, cache_dir() / "tools").exists():
         needs.append(PIP)
     return needs if (venv / "bin" / "python").exists() else [*needs, python]
 
 
-def for_test(pins: Pins, checks_need: list[Program], venv: Path = LAYOUT.venv,
-             ) -> list[Program]:  # fmt: skip
+def for_test(
+    pins: Pins,
+    checks_need: list[Program],
+    venv: Path = LAYOUT.venv,
+) -> list[Program]:
     """What setup needs, what the tool's tests run, and what the checks need."""
     needs = [*for_setup(pins, venv), BASH]
     return needs + [p for p in checks_need if p not in needs]
@@ -57,6 +65,8 @@ def require(command: str, needs: list[Program]) -> None:
     """Refuse, naming every program in `needs` this machine lacks."""
     if missing := [program for program in needs if not program.present()]:
         names = "; ".join(f"{p.name}, for {p.used_for}" for p in missing)
-        raise ForkToolError(f"`{command}` needs what this machine lacks: {names}. "
-                            "Install them (README, Two commands) and run it "
-                            "again.")  # fmt: skip
+        raise ForkToolError(
+            f"`{command}` needs what this machine lacks: {names}. "
+            "Install them (README, Two commands) and run it "
+            "again."
+        )

@@ -70,9 +70,11 @@ def _busy(path: Path, fd: int) -> ForkToolError:
         gone = not Path(f"/proc/{pid}").exists()
         ended = ", ended; a git command it started runs on" if gone else ""
         who = f"`python3 -m forktool {holder['command']}` (pid {pid}{ended})"
-    return ForkToolError(f"{who} is working in this clone, so this command changed "
-                         f"nothing (waited {WAIT_S:.0f} s for {path}). Run it again "
-                         "once that one ends.")  # fmt: skip
+    return ForkToolError(
+        f"{who} is working in this clone, so this command changed "
+        f"nothing (waited {WAIT_S:.0f} s for {path}). Run it again "
+        "once that one ends."
+    )
 
 
 @contextmanager
@@ -96,9 +98,12 @@ def hold(path: Path, command: str, wait: float = WAIT_S) -> Iterator[None]:
                     raise _busy(path, fd) from None
                 time.sleep(0.05)
         if left := _holder(fd):
-            print(f"`python3 -m forktool {left['command']}` (pid {left['pid']}) ended "
-                  "without finishing; this command takes over its lock and finishes "
-                  "or undoes what it left.", file=sys.stderr)  # fmt: skip
+            print(
+                f"`python3 -m forktool {left['command']}` (pid {left['pid']}) ended "
+                "without finishing; this command takes over its lock and finishes "
+                "or undoes what it left.",
+                file=sys.stderr,
+            )
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"command": command, "pid": os.getpid()}).encode(), 0)
         _held = fd
@@ -125,8 +130,13 @@ def _missing(cmd: Cmd, e: OSError) -> ForkToolError:
     return ForkToolError(f"cannot run `{shlex.join(map(str, cmd))}`: {e.strerror or e}")
 
 
-def failure(cmd: Cmd, status: int, output: str | bytes = "", cwd: Path | None = None,
-            hint: str = "") -> ForkToolError:  # fmt: skip
+def failure(
+    cmd: Cmd,
+    status: int,
+    output: str | bytes = "",
+    cwd: Path | None = None,
+    hint: str = "",
+) -> ForkToolError:
     """The error for `cmd` exiting with `status` (negative: killed by that
     signal), with the end of its output; `hint` says what it left behind."""
     if isinstance(output, bytes):
@@ -146,10 +156,17 @@ def failure(cmd: Cmd, status: int, output: str | bytes = "", cwd: Path | None = 
     return ForkToolError(f"`{shown}` failed ({how}{hint}){where}{said}")
 
 
-def run(cmd: Cmd, *, cwd: Path | str | None = None, env: dict[str, str] | None = None,
-        check: bool = True, capture: bool = True, binary: bool = False,
-        input: str | bytes | None = None, **outputs: Any,
-        ) -> subprocess.CompletedProcess[Any]:  # fmt: skip
+def run(
+    cmd: Cmd,
+    *,
+    cwd: Path | str | None = None,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    capture: bool = True,
+    binary: bool = False,
+    input: str | bytes | None = None,
+    **outputs: Any,
+) -> subprocess.CompletedProcess[Any]:
     """Run `cmd` to its end; with `check`, a non-zero exit status is an error.
 
     `env` replaces the environment (None: this one's); `capture` keeps its
@@ -158,8 +175,15 @@ def run(cmd: Cmd, *, cwd: Path | str | None = None, env: dict[str, str] | None =
     """
     try:
         args = [str(arg) for arg in cmd]
-        result = subprocess.run(args, cwd=cwd, env=env, input=input, text=not binary,
-                                capture_output=capture, **outputs)  # fmt: skip
+        result = subprocess.run(
+            args,
+            cwd=cwd,
+            env=env,
+            input=input,
+            text=not binary,
+            capture_output=capture,
+            **outputs,
+        )
     except OSError as e:
         raise _missing(cmd, e) from e
     if check and result.returncode != 0:
@@ -209,9 +233,14 @@ NEUTRAL = (
 )
 
 
-def git(repo: Path | None, *args: str, env: dict[str, str] | None = None,
-        check: bool = True, input: str | bytes | None = None, binary: bool = False,
-        ) -> subprocess.CompletedProcess[Any]:  # fmt: skip
+def git(
+    repo: Path | None,
+    *args: str,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    input: str | bytes | None = None,
+    binary: bool = False,
+) -> subprocess.CompletedProcess[Any]:
     """`git -C repo args` (just `git args` without a repository), captured.
 
     `env` is added to the environment; `binary` keeps input and output bytes.
@@ -222,8 +251,14 @@ def git(repo: Path | None, *args: str, env: dict[str, str] | None = None,
         shown = "".join(f"{k}={shlex.quote(v)} " for k, v in (env or {}).items())
         print(f"+ {shown}{shlex.join(cmd)}", file=sys.stderr)
     # The git commands inherit the clone's lock, while it is held.
-    result = run(cmd, env=environ(**(env or {})), check=False, binary=binary,
-                 input=input, pass_fds=() if _held is None else (_held,))  # fmt: skip
+    result = run(
+        cmd,
+        env=environ(**(env or {})),
+        check=False,
+        binary=binary,
+        input=input,
+        pass_fds=() if _held is None else (_held,),
+    )
     if check and result.returncode != 0:
         # Killed by a signal (a file size limit, ...), git may leave its lock.
         lock = Path(repo or ".", ".git", "index.lock")

@@ -64,9 +64,14 @@ class Reporter:
             xfail = getattr(report, "wasxfail", None)
             skip = str(why).removeprefix("Skipped: ")
             said["message"] = f"xfail: {xfail}" if xfail is not None else skip
-        self._write(event="report", nodeid=report.nodeid,
-                    when=getattr(report, "when", "collect"), outcome=report.outcome,
-                    duration=getattr(report, "duration", 0.0), **said)  # fmt: skip
+        self._write(
+            event="report",
+            nodeid=report.nodeid,
+            when=getattr(report, "when", "collect"),
+            outcome=report.outcome,
+            duration=getattr(report, "duration", 0.0),
+            **said,
+        )
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, call: pytest.CallInfo[None]) -> Iterator[None]:

@@ -124,8 +124,12 @@ def progress(records: list[dict[str, Any]], seconds: float) -> str:
 
 def test_env(hf_home: Path, pycache: Path = LAYOUT.pycache) -> dict[str, str]:
     env = {
-        **os.environ, "VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "",
-        "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+        **os.environ,
+        "VLLM_TARGET_DEVICE": "cpu",
+        "CUDA_VISIBLE_DEVICES": "",
+        "HF_HOME": str(hf_home),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
         # humming, which vLLM's model runner imports, starts two Python
         # processes at import to build its CUDA launcher in the background;
         # without a GPU they fail, after the test process has exited.
@@ -133,7 +137,7 @@ def test_env(hf_home: Path, pycache: Path = LAYOUT.pycache) -> dict[str, str]:
         # Base and fork run side by side; one torch thread each is a third
         # faster on two cores than letting them contend.
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-    }  # fmt: skip
+    }
     return compiling_once(env, pycache)
 
 
@@ -166,12 +170,17 @@ class Session:
         return Result.of(self.records, self.seconds)
 
     def collection_errors(self) -> list[str]:
-        failed = [r for r in self.records if r.get("when") == "collect"]
+        failed = [
+            r
+            for r in self.records
+            if r.get("when") == "collect" and r.get("outcome") == "failed"
+        ]
         return [f"{r['nodeid']}: {r.get('message', '')}" for r in failed]
 
 
-def run_pytest(cmd: list[str], cwd: Path, env: dict[str, str], log: Path,
-               label: str) -> Session:  # fmt: skip
+def run_pytest(
+    cmd: list[str], cwd: Path, env: dict[str, str], log: Path, label: str
+) -> Session:
     """Run `cmd` (python -m pytest ...) with the plugins, its output to `log`
     and its report next to it (`.jsonl`), a progress line every
     PROGRESS_EVERY seconds."""
@@ -219,8 +228,13 @@ class Runner:
     excluded: dict[str, str]
     logs: Path
 
-    def _cached(self, kind: str, tree: Path, args: tuple[str, ...],
-                inputs: tuple[Path, ...] = ()) -> tuple[Any, Path | None]:  # fmt: skip
+    def _cached(
+        self,
+        kind: str,
+        tree: Path,
+        args: tuple[str, ...],
+        inputs: tuple[Path, ...] = (),
+    ) -> tuple[Any, Path | None]:
         """The outcome of `kind` kept for this clean tree (None if none) and where
         it is kept (None if dirty). `inputs` are files outside the tree that the
         run reads (fork_tests/)."""
@@ -261,15 +275,21 @@ class Runner:
         collected = [r for r in session.records if r.get("event") == "collected"]
         if session.status not in (0, 5) or not collected:  # 5: nothing collected
             errors = "".join(f"\n  {e}" for e in session.collection_errors()[:5])
-            raise ForkToolError(f"pytest could not collect {label}; "
-                                f"see {session.log}{errors}")  # fmt: skip
-        _keep(path, ids := collected[0]["ids"])
+            raise ForkToolError(
+                f"pytest could not collect {label}; see {session.log}{errors}"
+            )
+        ids = collected[0]["ids"]
+        _keep(path, ids)
         return list(ids)
 
     def run(
-        self, tree: Path, args: tuple[str, ...], label: str,
-        inputs: tuple[Path, ...] = (), expected: tuple[str, ...] = (),
-    ) -> Result:  # fmt: skip
+        self,
+        tree: Path,
+        args: tuple[str, ...],
+        label: str,
+        inputs: tuple[Path, ...] = (),
+        expected: tuple[str, ...] = (),
+    ) -> Result:
         """Run pytest with `args` in `tree`, which is what `import vllm` loads.
 
         `inputs` are files outside the tree that the run reads (fork_tests/).

@@ -7,16 +7,22 @@ from forktool.process import ForkToolError, git
 
 # A git operation stopped in the fork: what, how to finish, how to abort.
 OPERATIONS = {
-    "rebase -i": ("an interactive rebase (`git rebase -i`)", "rebase --continue",
-                  "rebase --abort"),
+    "rebase -i": (
+        "an interactive rebase (`git rebase -i`)",
+        "rebase --continue",
+        "rebase --abort",
+    ),
     "rebase": ("a rebase", "rebase --continue", "rebase --abort"),
     "am": ("a `git am`", "am --continue", "am --abort"),
     "revert": ("a `git revert`", "revert --continue", "revert --abort"),
-    "cherry-pick": ("a `git cherry-pick`", "cherry-pick --continue",
-                    "cherry-pick --abort"),
+    "cherry-pick": (
+        "a `git cherry-pick`",
+        "cherry-pick --continue",
+        "cherry-pick --abort",
+    ),
     "merge": ("a merge", "commit", "merge --abort"),
     "bisect": ("a `git bisect`", "bisect reset", "bisect reset"),
-}  # fmt: skip
+}
 
 
 def _stopped(gitdir: Path) -> str | None:
@@ -40,20 +46,24 @@ def ensure_safe(fork: Path, command: str) -> None:
     """Refuse to touch a fork holding uncommitted work or a stopped git operation."""
     if operation := _stopped(fork / ".git"):
         what, finish, abort = OPERATIONS[operation]
-        raise ForkToolError(f"{fork} is in the middle of {what}; `{command}` would see "
-                            "only part of the fork's patches, so it changed "
-                            "nothing.\nFinish it: resolve any conflicts, `git -C "
-                            f"{fork} add` the files, then `git -C {fork} "
-                            f"{finish}`;\nor give it up, back to where it started: "
-                            f"`git -C {fork} {abort}`.\nThen run `python3 -m forktool "
-                            f"{command}` again.")  # fmt: skip
+        raise ForkToolError(
+            f"{fork} is in the middle of {what}; `{command}` would see "
+            "only part of the fork's patches, so it changed "
+            "nothing.\nFinish it: resolve any conflicts, `git -C "
+            f"{fork} add` the files, then `git -C {fork} "
+            f"{finish}`;\nor give it up, back to where it started: "
+            f"`git -C {fork} {abort}`.\nThen run `python3 -m forktool "
+            f"{command}` again."
+        )
     _ensure_on_branch(fork, command)
     if status := git(fork, "status", "--porcelain").stdout:
-        raise ForkToolError(f"{fork} has uncommitted changes; commit them in the fork "
-                            "and run `python3 -m forktool export`, or set them aside "
-                            f"with `git -C {fork} stash -u` (`-u`: untracked files "
-                            f"too; `git -C {fork} stash pop` brings them back), before "
-                            f"this command:\n{status.rstrip()}")  # fmt: skip
+        raise ForkToolError(
+            f"{fork} has uncommitted changes; commit them in the fork "
+            "and run `python3 -m forktool export`, or set them aside "
+            f"with `git -C {fork} stash -u` (`-u`: untracked files "
+            f"too; `git -C {fork} stash pop` brings them back), before "
+            f"this command:\n{status.rstrip()}"
+        )
 
 
 # The fork's branch, as `apply.create_base` makes it: the series.
@@ -73,16 +83,21 @@ def _ensure_on_branch(fork: Path, command: str) -> None:
         return  # or a fork made before the branch had this name: whatever it is on
     head = git(fork, "rev-parse", "--short=12", "HEAD").stdout.strip()
     where = f"on branch {on}" if on else f"on a detached HEAD ({head})"
-    lines = [f"{fork} is {where}, not on its branch `{BRANCH}`, which holds the "
-             f"series; `{command}` changed nothing.\nGo back to it:"]  # fmt: skip
+    lines = [
+        f"{fork} is {where}, not on its branch `{BRANCH}`, which holds the "
+        f"series; `{command}` changed nothing.\nGo back to it:"
+    ]
     inside = git(fork, "merge-base", "--is-ancestor", "HEAD", BRANCH, check=False)
     if not on and inside.returncode:
-        lines.append(f"    git -C {fork} branch kept-{head} {head}   # commits made "
-                     "on the detached HEAD, kept on a branch")  # fmt: skip
+        lines.append(
+            f"    git -C {fork} branch kept-{head} {head}   # commits made "
+            "on the detached HEAD, kept on a branch"
+        )
     lines.append(f"    git -C {fork} checkout {BRANCH}")
     if inside.returncode:
         kept, to = on or f"kept-{head}", f"`git -C {fork} cherry-pick` them onto"
-        lines.append(f"    # {kept} keeps its commits; to add them to the series, "
-                     f"{to} {BRANCH}")  # fmt: skip
+        lines.append(
+            f"    # {kept} keeps its commits; to add them to the series, {to} {BRANCH}"
+        )
     lines.append(f"    python3 -m forktool {command}")
     raise ForkToolError("\n".join(lines))

@@ -33,10 +33,12 @@ class Selection:
         data = tomllib.loads(path.read_text())
         reg = data["regression"]
         return cls(
-            {r["name"]: tuple(r["args"]) for r in data["run"]}, tuple(reg["args"]),
-            tuple(reg.get("fork_tests", ())), frozenset(reg["fails_on_base"]),
+            {r["name"]: tuple(r["args"]) for r in data["run"]},
+            tuple(reg["args"]),
+            tuple(reg.get("fork_tests", ())),
+            frozenset(reg["fails_on_base"]),
             tuple(data["gpu_only"]["args"]),
             {e["test"]: e["reason"] for e in data.get("exclude", [])},
             tuple(reg.get("not_on_base", ())),
             {e["test"]: e["patch"] for e in reg.get("fork_tests_from", [])},
-        )  # fmt: skip
+        )

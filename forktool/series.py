@@ -155,8 +155,14 @@ def _subject(header: str) -> str:
 # No trailing git version; no commit ids (they change whenever the fork is
 # rebuilt); "[PATCH]", unnumbered: adding a patch leaves the others unchanged;
 # full blob ids (abbreviated ones grow with the repository).
-FORMAT_PATCH = ["format-patch", "--no-signature", "--zero-commit", "--no-numbered",
-                "--full-index", "--stat=80"]  # fmt: skip
+FORMAT_PATCH = [
+    "format-patch",
+    "--no-signature",
+    "--zero-commit",
+    "--no-numbered",
+    "--full-index",
+    "--stat=80",
+]
 
 
 def format_patches(fork: Path, out: Path, *revs: str) -> list[Path]:

@@ -237,8 +237,12 @@ def compare(fork: list[PatchInfo], series: list[PatchInfo], record: Record) -> S
     return Standing(items, sorted(pairs))
 
 
-def _order(fork: list[PatchInfo], series: list[PatchInfo], record: Record,
-           pairs: list[tuple[int, int]]) -> list[Item]:  # fmt: skip
+def _order(
+    fork: list[PatchInfo],
+    series: list[PatchInfo],
+    record: Record,
+    pairs: list[tuple[int, int]],
+) -> list[Item]:
     """One item when the patches both sides have are in another order."""
     if [si for _, si in pairs] == sorted(si for _, si in pairs):
         return []

@@ -76,9 +76,11 @@ def committed_fingerprints(patches_dir: Path) -> set[str]:
         if name.endswith(".patch")
     }
     return {
-        describe(Path(name), git(at, "cat-file", "blob", blob, binary=True).stdout)
-        .fingerprint for blob, name in blobs
-    }  # fmt: skip
+        describe(
+            Path(name), git(at, "cat-file", "blob", blob, binary=True).stdout
+        ).fingerprint
+        for blob, name in blobs
+    }
 
 
 def sync(
@@ -90,8 +92,15 @@ def sync(
     done. `selection` (upstream-tests.toml) names paths the fork must have."""
     made = (fork / ".git").exists()
     recovered = journal.recover(fork) if made else None
-    job = _Sync(fork, read_series(patches_dir), author, base_message, sdist,
-                generated, selection)  # fmt: skip
+    job = _Sync(
+        fork,
+        read_series(patches_dir),
+        author,
+        base_message,
+        sdist,
+        generated,
+        selection,
+    )
     if not made:
         if fork.exists() and any(fork.iterdir()):
             raise ForkToolError(f"{fork} exists but is not a fork tree; move it away")
@@ -207,8 +216,15 @@ class _Sync:
         stage = journal.begin(fork, start, touched(self.paths[m:]))
         error = None
         try:
-            apply(stage, self.paths[m:], self.author, self.log, fork, m + 1,
-                  journal.SPARSE)  # fmt: skip
+            apply(
+                stage,
+                self.paths[m:],
+                self.author,
+                self.log,
+                fork,
+                m + 1,
+                journal.SPARSE,
+            )
         except ForkToolError as e:
             error = e
         have = fork_patches(stage, f"{base or BASE_TAG}..HEAD")
@@ -230,7 +246,8 @@ class _Sync:
             save(fork, _kept(standing, record), agreed=True)
             return f"{fork} is up to date with the series ({len(paths)} patches)"
         if force:
-            lacking = run(BASE_TAG, backup=(backup := _backup_name(fork)))
+            backup = _backup_name(fork)
+            lacking = run(BASE_TAG, backup=backup)
             done = f"rebuilt {fork} from the series; old commits on branch {backup}"
             return done + lacking
         m = standing.applied_prefix(len(paths))

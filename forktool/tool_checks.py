@@ -20,8 +20,9 @@ CODE = ("forktool", "evidence", "fork_tests", "fuzz", "tests", "bench")
 TOOL = "python3 -m forktool"
 
 
-def repo_pytest(venv: Path, *args: str, label: str = "tool-tests",
-                **added: str) -> Session:  # fmt: skip
+def repo_pytest(
+    venv: Path, *args: str, label: str = "tool-tests", **added: str
+) -> Session:
     """This repository's own tests, in the fork's venv (pytest, vLLM for fuzz),
     through the runner (output in build/logs/`label`.log); `added` to the
     environment."""
@@ -34,7 +35,8 @@ def measured(session: Session, *args: str) -> Measured:
     """What a run of this repository's tests measured: the counts, and as
     the excerpt, the command with each failure's message and the counts."""
     result = session.result()
-    print(said := failures(result, most=20))
+    said = failures(result, most=20)
+    print(said)
     shown = shlex.join(["python", "-m", "pytest", "-q", *args])
     ok = session.status == 0 and bool(result.outcomes)
     return Measured(ok, dict(result.counts()), {"output": f"$ {shown}\n{said}"})
@@ -68,16 +70,34 @@ def export_check(ctx: Context) -> Measured:
     return Measured(ok, excerpts={"output": f"$ {TOOL} export --check\n{said}"})
 
 
-CHECKS = (
-    Check("venv-self-check", "venv self-check", SETUP, lambda ctx: ctx.self_check,
-          in_setup=True, required=True),
-    Check("tool-tests", "tool tests", TEST,
-          lambda ctx: measured(repo_pytest(ctx.venv, "tests"), "tests")),
-    RUFF := Check("ruff", "ruff on the tool's code", TEST, lambda ctx: code_check(
-        ctx.venv, ["ruff", "check", *CODE], ["ruff", "format", "--check", *CODE])),
-    # Its files and settings are pyproject.toml's [tool.mypy].
-    MYPY := Check("mypy", "mypy on the tool's code", TEST,
-                  lambda ctx: code_check(ctx.venv, ["mypy"])),
-    EXPORT_CHECK := Check("export-check", "patches/ as export writes them", TEST,
-                          export_check),
-)  # fmt: skip
+VENV_SELF_CHECK = Check(
+    "venv-self-check",
+    "venv self-check",
+    SETUP,
+    lambda ctx: ctx.self_check,
+    in_setup=True,
+    required=True,
+)
+TOOL_TESTS = Check(
+    "tool-tests",
+    "tool tests",
+    TEST,
+    lambda ctx: measured(repo_pytest(ctx.venv, "tests"), "tests"),
+)
+RUFF = Check(
+    "ruff",
+    "ruff on the tool's code",
+    TEST,
+    lambda ctx: code_check(
+        ctx.venv, ["ruff", "check", *CODE], ["ruff", "format", "--check", *CODE]
+    ),
+)
+# Its files and settings are pyproject.toml's [tool.mypy].
+MYPY = Check(
+    "mypy", "mypy on the tool's code", TEST, lambda ctx: code_check(ctx.venv, ["mypy"])
+)
+EXPORT_CHECK = Check(
+    "export-check", "patches/ as export writes them", TEST, export_check
+)
+
+CHECKS = (VENV_SELF_CHECK, TOOL_TESTS, RUFF, MYPY, EXPORT_CHECK)

@@ -44,8 +44,12 @@ def run(uv: Path, *args: str) -> None:
     process.run([uv, *args], env=env, capture=False)
 
 
-def downloads(uv: Path, requirement: str, python: str, platform: str,
-              ) -> dict[str, tuple[str, str | None]]:  # fmt: skip
+def downloads(
+    uv: Path,
+    requirement: str,
+    python: str,
+    platform: str,
+) -> dict[str, tuple[str, str | None]]:
     """File name -> (URL, sha256 the index publishes) of each sdist and wheel
     the index serves for `requirement` (one exact version), as uv resolves
     it: no build, no venv."""
@@ -57,5 +61,8 @@ def downloads(uv: Path, requirement: str, python: str, platform: str,
             str(spec), "-o", str(lock))  # fmt: skip
         packages = tomllib.loads(lock.read_text())["packages"]
     files = [f for p in packages for f in [p.get("sdist", {}), *p.get("wheels", [])]]
-    return {f["url"].rsplit("/", 1)[-1]: (f["url"], f.get("hashes", {}).get("sha256"))
-            for f in files if "url" in f}  # fmt: skip
+    return {
+        f["url"].rsplit("/", 1)[-1]: (f["url"], f.get("hashes", {}).get("sha256"))
+        for f in files
+        if "url" in f
+    }

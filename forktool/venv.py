@@ -71,8 +71,10 @@ def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
     return venv
 
 
-def compiling_once(env: dict[str, str], pycache: Path = LAYOUT.pycache,
-                   ) -> dict[str, str]:  # fmt: skip
+def compiling_once(
+    env: dict[str, str],
+    pycache: Path = LAYOUT.pycache,
+) -> dict[str, str]:
     """`env` for a process of the venv that writes the bytecode of what it
     imports to `pycache`, where later ones read it, rather than into the
     trees, which stay as git has them."""
@@ -99,11 +101,23 @@ def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
         return
     # setuptools-scm would read the fork's own git history and invent a dev
     # version; the fork is vLLM <version> plus patches.
-    env = process.environ(VLLM_USE_PRECOMPILED="1",
-                          VLLM_PRECOMPILED_WHEEL_LOCATION=str(fetch(pins, pins.wheel)),
-                          SETUPTOOLS_SCM_PRETEND_VERSION=pins.version)  # fmt: skip
-    cmd = [python(venv), "-m", "pip", "install", "--progress-bar", "off",
-           "--no-build-isolation", "--no-deps", "-e", str(fork)]  # fmt: skip
+    env = process.environ(
+        VLLM_USE_PRECOMPILED="1",
+        VLLM_PRECOMPILED_WHEEL_LOCATION=str(fetch(pins, pins.wheel)),
+        SETUPTOOLS_SCM_PRETEND_VERSION=pins.version,
+    )
+    cmd = [
+        python(venv),
+        "-m",
+        "pip",
+        "install",
+        "--progress-bar",
+        "off",
+        "--no-build-isolation",
+        "--no-deps",
+        "-e",
+        str(fork),
+    ]
     print("+", shlex.join(cmd), flush=True)
     process.run(cmd, env=compiling_once(env), capture=False)
     if installed_from() != fork.resolve():
@@ -137,8 +151,9 @@ def run_in(variables: dict[str, str], command: list[str], cwd: str = ".") -> int
     if executable is None:
         raise ForkToolError(f"{command[0]}: not found in {bin_dir} or on PATH")
     env = {**os.environ, **variables, "PATH": path}
-    ran = process.run([executable, *command[1:]], env=env, cwd=cwd, check=False,
-                      capture=False)  # fmt: skip
+    ran = process.run(
+        [executable, *command[1:]], env=env, cwd=cwd, check=False, capture=False
+    )
     return ran.returncode
 
 
@@ -164,9 +179,12 @@ def register_clone(repo: Path = LAYOUT.root) -> None:
     except OSError as e:
         with suppress(OSError):
             part.unlink(missing_ok=True)
-        print(f"warning: cannot note this clone in the cache: {e.filename or entry}: "
-              f"{e.strerror or e}; `cache` in another clone may count this clone's "
-              "downloads unused", file=sys.stderr)  # fmt: skip
+        print(
+            f"warning: cannot note this clone in the cache: {e.filename or entry}: "
+            f"{e.strerror or e}; `cache` in another clone may count this clone's "
+            "downloads unused",
+            file=sys.stderr,
+        )
 
 
 def users(pins: Pins) -> dict[Path, list[Path]]:

@@ -35,14 +35,25 @@ def _wanted(pins: Pins) -> list[str]:
 
 
 def pins_digest(pins: Pins) -> str:
-    inputs = [_wanted(pins), pins.wheel.sha256, pins.constraints, pins.python,
-              pins.platform, pins.uv]  # fmt: skip
+    inputs = [
+        _wanted(pins),
+        pins.wheel.sha256,
+        pins.constraints,
+        pins.python,
+        pins.platform,
+        pins.uv,
+    ]
     return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()
 
 
-def compile_hashed(pins: Pins, requirements: list[str], lock: Path, named: str,
-                   constraints: tuple[str, ...] = (), no_emit: tuple[str, ...] = (),
-                   ) -> str:  # fmt: skip
+def compile_hashed(
+    pins: Pins,
+    requirements: list[str],
+    lock: Path,
+    named: str,
+    constraints: tuple[str, ...] = (),
+    no_emit: tuple[str, ...] = (),
+) -> str:
     """`uv pip compile --generate-hashes` of `requirements` for the pins'
     Python and platform, preferring the versions `lock` already pins; return
     the resolved body, its inputs named `named` (not by temporary paths)."""
@@ -69,13 +80,16 @@ def write(pins: Pins, lock: Path = LOCK) -> str:
     where the pins allow them; return what changed, in a line."""
     before = packages(lock.read_text()) if lock.exists() else {}
     # The fork's editable install provides vllm itself.
-    body = compile_hashed(pins, _wanted(pins), lock, "pins.toml", pins.constraints,
-                          (pins.project,))  # fmt: skip
+    body = compile_hashed(
+        pins, _wanted(pins), lock, "pins.toml", pins.constraints, (pins.project,)
+    )
     body = body.replace("pins.toml constraints", "pins.toml [venv] constraints")
-    lock.write_text(f"# The venv's packages, resolved from pins.toml by `{COMMAND}` "
-                    f"for CPython {pins.python} on {pins.platform}.\n# Do not edit: "
-                    "change pins.toml and run the command again.\n"
-                    f"{_DIGEST}{pins_digest(pins)}\n{body}")  # fmt: skip
+    lock.write_text(
+        f"# The venv's packages, resolved from pins.toml by `{COMMAND}` "
+        f"for CPython {pins.python} on {pins.platform}.\n# Do not edit: "
+        "change pins.toml and run the command again.\n"
+        f"{_DIGEST}{pins_digest(pins)}\n{body}"
+    )
     after = packages(body)
     changed = {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}
     return f"{lock.name}: {len(after)} packages, {len(changed)} changed"
@@ -93,9 +107,11 @@ def current(pins: Pins, lock: Path = LOCK) -> Path:
         raise ForkToolError(f"{lock} is missing; run `{COMMAND}` and commit it")
     recorded = re.search(rf"^{re.escape(_DIGEST)}(.*)$", lock.read_text(), re.M)
     if recorded is None or recorded[1] != pins_digest(pins):
-        raise ForkToolError(f"pins.toml changed since {lock.name} was resolved from "
-                            f"it; run `{COMMAND}` and commit {lock.name} with "
-                            "pins.toml")  # fmt: skip
+        raise ForkToolError(
+            f"pins.toml changed since {lock.name} was resolved from "
+            f"it; run `{COMMAND}` and commit {lock.name} with "
+            "pins.toml"
+        )
     return lock
 
 

@@ -29,9 +29,11 @@ def clashes() -> list[dict[str, object]]:
             )
             if "/" in path and not skip:
                 owners[path][name] = row[1] if len(row) > 1 else ""
-    return [{"file": path, "distributions": sorted(claims)}
-            for path, claims in sorted(owners.items())
-            if len(set(claims.values())) > 1]  # fmt: skip
+    return [
+        {"file": path, "distributions": sorted(claims)}
+        for path, claims in sorted(owners.items())
+        if len(set(claims.values())) > 1
+    ]
 
 
 def try_import(module: str) -> dict[str, object]:
@@ -43,9 +45,12 @@ def try_import(module: str) -> dict[str, object]:
         roots = {Path(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")}
         owners = metadata.packages_distributions()
         frames = reversed(traceback.extract_tb(error.__traceback__))
-        found = [path.relative_to(root).parts[0].removesuffix(".py")
-                 for path in (Path(frame.filename) for frame in frames)
-                 for root in roots if path.is_relative_to(root)]  # fmt: skip
+        found = [
+            path.relative_to(root).parts[0].removesuffix(".py")
+            for path in (Path(frame.filename) for frame in frames)
+            for root in roots
+            if path.is_relative_to(root)
+        ]
         culprit = owners.get(found[0], [found[0]]) if found else []
         return {"module": module, "error": f"{type(error).__name__}: {error}",
                 "distributions": culprit}  # fmt: skip

@@ -11,8 +11,7 @@ _GIT_HOME = Path(tempfile.mkdtemp(prefix="tool-tests-git-"))
 
 
 def pytest_configure(config):
-    """No global or system git config (signing, hooks, the default branch)
-    reaches the tests' own git; set for the session, past any `monkeypatch`."""
+    """No global or system git config (signing, hooks) reaches the tests' git."""
     gitconfig = _GIT_HOME / ".gitconfig"
     gitconfig.write_text(
         "[user]\n\tname = Tool Tests\n\temail = tool-tests@noreply.invalid\n"

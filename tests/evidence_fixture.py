@@ -1,7 +1,4 @@
-"""The evidence tests' shared setup: the synthetic fork and results the PR tests
-render from, committed git trees, stand-in programs, this interpreter's venv."""
-
-from __future__ import annotations
+"""The evidence tests' setup: synthetic fork and results, git trees, programs."""
 
 import shutil
 import sys
@@ -9,10 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from evidence import bench
-from evidence.bench import Case
 from evidence.pr import make as pr
 from forktool import checks
-from forktool.checks import CheckResult
 from forktool.process import git, identity
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,8 +61,7 @@ def programs(bin_dir: Path, **scripts: str) -> Path:
 
 
 def link_venv(venv: Path) -> Path:
-    """`venv` as this interpreter's: bin/python a link to it and, in a venv, its
-    pyvenv.cfg and lib/ (else the link runs the base, without the packages)."""
+    """`venv` as this interpreter's: bin/python, and a venv's pyvenv.cfg and lib/."""
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(sys.executable)
     if sys.prefix != sys.base_prefix:
@@ -86,7 +80,7 @@ def mini_fork(path: Path) -> Path:
     return repo
 
 
-def stored(store: Path, check: str) -> CheckResult:
+def stored(store: Path, check: str) -> checks.CheckResult:
     """The result `synthetic_results` wrote for `check`."""
     found = checks.read(store, check)
     assert found is not None, f"no {check} result in {store}"
@@ -178,14 +172,10 @@ def made_checks() -> dict[str, tuple[dict, dict, dict]]:
 def synthetic_results(store: Path, tree: str) -> None:
     """One result per required check, shaped as `test` writes them."""
     made = made_checks()
-    assert set(made) == set(pr.required()), (
-        "made_checks() needs one made-up result per check the PR renders"
-    )
-    for check, (counts, excerpts, data) in made.items():
-        command = pr.required()[check]
-        result = CheckResult(check, True, tree, "0.1", command, seconds=1.0)
-        result.counts, result.excerpts, result.data = counts, excerpts, data
-        checks.write(store, result)
+    assert set(made) == set(pr.required()), "made_checks(): one per check the PR has"
+    for check, counts_excerpts_data in made.items():
+        args = (check, True, tree, "0.1", pr.required()[check], "", 1.0)
+        checks.write(store, checks.CheckResult(*args, *counts_excerpts_data))
 
 
 def make_kit(fork: Path, store: Path, out: Path, signer=None, partial=False) -> str:
@@ -196,16 +186,25 @@ def make_kit(fork: Path, store: Path, out: Path, signer=None, partial=False) -> 
     )  # fmt: skip
 
 
-def bench_result(tree: str, aa: list[float]) -> CheckResult:
+def summarised(base, fork, aa, config="mixed", ids=(0, 0), n=64) -> dict:
+    """Each process's `steps` answers: one list of step times (µs) per repeat."""
+    runs = {"base": (base, ids[0]), "fork": (fork, ids[1]), "base-aa": (aa, ids[0])}
+    return bench.summarise(bench.Case(config, "decode", n), {
+        p: [{"cpu_ns": [t * 1000 for t in s], "zero_ids": [i] * len(s)} for s in reps]
+        for p, (reps, i) in runs.items()})  # fmt: skip
+
+
+def bench_row(config: str, fork: list[float], aa: list[float], ids=(0, 0), n=64):
+    """One step a repeat, the base's always 100 µs."""
+    one = [[t] for t in fork], [[t] for t in aa]
+    return summarised([[100.0]] * len(fork), *one, config, ids, n)
+
+
+def bench_result(tree: str, aa: list[float]) -> checks.CheckResult:
     """A bench result of one mixed case: fork/base 1.004, A/A ratios `aa`."""
-
-    def answers(step_us: list[float]) -> list[dict]:
-        return [{"cpu_ns": [t * 1000], "zero_ids": [0]} for t in step_us]
-
-    runs = {"base": answers([100] * 3), "fork": answers([100.4] * 3)}
-    row = bench.summarise(Case("mixed", "decode", 64), {**runs, "base-aa": answers(aa)})
+    row = bench_row("mixed", [100.4] * 3, aa)
     table = "config  fork/base\nmixed   1.004"
-    return CheckResult(
+    return checks.CheckResult(
         "bench", True, tree, "0.1", "python3 -m forktool bench",
         excerpts={"goals": "as printed", "table": table}, data={"rows": [row]},
     )  # fmt: skip

@@ -1,7 +1,4 @@
-"""The synthetic fork the tool tests share: a tiny base (no vLLM, no network),
-the `workspace` fixture, and the helpers that commit, sync and follow advice."""
-
-from __future__ import annotations
+"""The tool tests' synthetic fork (tiny base, no network), its fixture, helpers."""
 
 import hashlib
 import io
@@ -59,17 +56,18 @@ def make_pins(sdist: Artifact, wheel: Artifact | None = None) -> Pins:
 
 
 class Workspace(NamedTuple):
-    """This repository's patches/ (in a git checkout), pins whose sdist is in the
-    cache, and the fork's path; a helper for each tool command on them."""
+    """patches/ in a git checkout, pins of a cached sdist, the fork; tool commands."""
 
     pins: Pins
     patches: Path
     tree: Path
 
-    def sync(self, force=False, tree=None, message=MESSAGE, sdist=None) -> str:
+    def sync(
+        self, force=False, tree=None, message=MESSAGE, sdist=None, selection=None
+    ) -> str:
         fetched = lambda: fetch(self.pins, sdist or self.pins.sdist)  # noqa: E731
         return forktool.sync.sync(tree or self.tree, self.patches, AUTHOR, message,
-                                  fetched, GENERATED, force)  # fmt: skip
+                                  fetched, GENERATED, force, selection)  # fmt: skip
 
     def export(self, tree: Path | None = None, check: bool = False) -> str:
         return export(tree or self.tree, self.patches, check=check)
@@ -91,8 +89,7 @@ class Workspace(NamedTuple):
 
     def teammate(self) -> Path:
         """A second clone's fork of the same series (after `git pull`)."""
-        self.sync(tree=(other := self.tree.parent.parent / "teammate" / "mini"))
-        return other
+        return self.clone("teammate")
 
     def publish(self, tree: Path | None = None) -> dict[str, bytes]:
         """Export `tree` (or the fork) and commit patches/; patches/ as pulled."""
@@ -102,6 +99,9 @@ class Workspace(NamedTuple):
 
     def snapshot(self) -> dict[str, bytes]:
         return snapshot(self.patches)
+
+    def downloads(self) -> Path:  # the cache's downloads, where the sdist is
+        return self.patches.parent.parent / "cache" / "downloads"
 
     def names(self) -> list[str]:  # the series' patch files, in order
         return [p.name for p in read_series(self.patches)]

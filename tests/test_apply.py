@@ -1,7 +1,4 @@
-"""The PR kit's apply-to-vllm.sh on synthetic upstream clones: the release,
-a main where the file moved or changed (3-way merges apply it), a conflict."""
-
-from __future__ import annotations
+"""The PR kit's apply-to-vllm.sh on synthetic upstream clones, conflicts too."""
 
 import os
 import subprocess
@@ -73,16 +70,14 @@ def on(clone: Path, *args: str) -> str:
 
 AS_IS, MERGED = "applied as is", "applied with a 3-way merge"
 MOVED = "# Moved.\n" + CORE.replace("return 3\n", "return 30\n")
-# main's change since the release, the ref, how each patch applies, the file
-# that holds the series' change, what of main's change it keeps
+# main's change, the ref, how each patch applies, the changed file, what it keeps
 MAIN: dict[str, Any] = {
     "the release": ({"pkg/core.py": "ZERO = None\n"}, "v0.1", (AS_IS, AS_IS),
                     "pkg/core.py", []),
     "core.py moved and changed": (
         {"pkg/core.py": None, "pkg/engine/core.py": MOVED},
         "main", (MERGED, MERGED), "pkg/engine/core.py", ["return 30\n"]),
-    # The second patch's context changed: its merge needs the file as the first
-    # patch left it in the fork, which only the kit's preimages.pack has.
+    # Patch 2's merge needs patch 1's result, which only preimages.pack has.
     "the last helper changed": (
         {"pkg/core.py": CORE.replace("\ndef helper_7", "# Seven.\ndef helper_7")},
         "main", (AS_IS, MERGED), "pkg/core.py", ["# Seven.\n"]),
@@ -127,8 +122,7 @@ def test_a_conflict_stops_with_the_commands_to_abort_or_continue(kit, tmp_path, 
     abort = f"git am --abort && git checkout -q mine && git branch -D {BRANCH}"
     said = ["0001-Core-Keep-zeroing.patch: stopped", "conflicting files: pkg/core.py",
             "not applied yet: 2 of 2 patches", "git am --continue", abort]  # fmt: skip
-    for line in said:
-        assert line in done.stdout
+    assert all(line in done.stdout for line in said), done.stdout
     assert on(upstream, "rev-parse", "--abbrev-ref", "HEAD") == BRANCH
     if then == "git am --abort":
         subprocess.run(abort, shell=True, cwd=upstream, check=True, capture_output=True)

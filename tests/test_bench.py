@@ -1,28 +1,12 @@
 """evidence.bench's numbers and table, from made-up worker answers (no vLLM)."""
 
-from __future__ import annotations
-
 import pytest
+from evidence_fixture import bench_row, summarised
 
 from evidence import bench
-from evidence.bench import Case
 from forktool.commands import command, parser
 from forktool.pins import Pins
 from forktool.process import ForkToolError
-
-
-def summarised(base, fork, aa, config="mixed", ids=(0, 0), n=64) -> dict:
-    """Each process's `steps` answers: one list of step times (µs) per repeat."""
-    runs = {"base": (base, ids[0]), "fork": (fork, ids[1]), "base-aa": (aa, ids[0])}
-    return bench.summarise(Case(config, "decode", n), {
-        p: [{"cpu_ns": [t * 1000 for t in s], "zero_ids": [i] * len(s)} for s in reps]
-        for p, (reps, i) in runs.items()})  # fmt: skip
-
-
-def row(config: str, fork: list[float], aa: list[float], ids=(0, 0), n=64) -> dict:
-    """One step a repeat, the base's always 100 µs."""
-    one = [[t] for t in fork], [[t] for t in aa]
-    return summarised([[100.0]] * len(fork), *one, config, ids, n)
 
 
 def test_a_repeat_counts_with_its_median_step_and_ratios_pair_one_repeat():
@@ -37,7 +21,7 @@ def test_a_repeat_counts_with_its_median_step_and_ratios_pair_one_repeat():
     r = summarised(times, times, [[101], [198], [210]], "uniform")
     assert r["ratio"] == (1.0, 1.0, 1.0)
     assert r["aa"][1:] == pytest.approx((0.99, 1.01))
-    r = row("mixed", [100, 100], [100, 100], ids=(0, 4))  # block ids, per tree
+    r = bench_row("mixed", [100, 100], [100, 100], ids=(0, 4))  # block ids, per tree
     assert (r["ids_base"], r["ids_fork"]) == (0, 4)
     assert r["ids_total"] == {"base": 0, "fork": 8, "base-aa": 0}
 
@@ -78,32 +62,29 @@ GOALS = {
 
 @pytest.mark.parametrize("rows, verdicts, said", GOALS.values(), ids=GOALS)
 def test_the_goals_verdicts_and_their_numbers(rows, verdicts, said):
-    found = bench.goals([row(*r) for r in rows])
+    found = bench.goals([bench_row(*r) for r in rows])
     assert [verdict for verdict, _ in found] == verdicts
     shown = "\n".join(text for _, text in found)
     assert all(s in shown for s in said)
     assert ("wider" in shown) == any("wider" in s for s in said)
 
 
-def test_uniform_must_send_no_ids_and_one_failed_goal_fails_the_run():
-    found = bench.goals([row("uniform", [100] * 3, [100] * 3, ids=(0, 1))])
+def test_uniform_sends_no_ids_a_failed_goal_fails_the_run_and_the_table():
+    found = bench.goals([bench_row("uniform", [100] * 3, [100] * 3, ids=(0, 1))])
     assert found[0] == ("FAIL", "uniform: block ids sent to zero, both trees: 3")
     assert [verdict for verdict, _ in found] == ["FAIL", "PASS"]
-    # One failed goal fails the run, one inconclusive leaves it open.
     assert bench.overall([("PASS", ""), ("INCONCLUSIVE", ""), ("FAIL", "")]) == "FAIL"
     assert bench.overall([("PASS", ""), ("INCONCLUSIVE", "")]) == "INCONCLUSIVE"
     assert bench.overall([("PASS", ""), ("PASS", "")]) == "PASS"
-
-
-def test_the_table_the_cases_and_a_tree_zeroing_otherwise_than_expected():
-    r = row("hybrid", [110, 90, 105], [95, 104, 100], ids=(3, 3), n=1024)
+    # The table, the cases and a tree zeroing otherwise than expected.
+    r = bench_row("hybrid", [110, 90, 105], [95, 104, 100], ids=(3, 3), n=1024)
     line = bench.render([r], repeats=3, steps=1).splitlines()[-1]
     numbers = "1.050 [0.900-1.100] 1.000 [0.950-1.040] 3.0 3.0"
     assert line.split() == f"hybrid decode 1024 100 105 {numbers}".split()
     all_cases = bench.cases((64, 256))  # every config, workload and size
     assert len(all_cases) == len(bench.CONFIGS) * len(bench.WORKLOADS) * 2
-    assert Case("uniform", "prefill", 256) in all_cases
-    case = Case("cross-group", "decode", 64)
+    assert bench.Case("uniform", "prefill", 256) in all_cases
+    case = bench.Case("cross-group", "decode", 64)
     facts = {"base": {"zeroing": True}, "fork": {"zeroing": True}}
     bench.check_zeroing(case, {**facts, "base-aa": {"zeroing": True}})
     with pytest.raises(ForkToolError, match="zeroing"):  # stops the run
@@ -112,11 +93,14 @@ def test_the_table_the_cases_and_a_tree_zeroing_otherwise_than_expected():
 
 @pytest.mark.parametrize("argv", [
     "--sizes 64 --repeats 100 --steps 10", "--sizes 64 --repeats 0 --steps 10",
-    "--sizes 2048", "--sizes 0", "--quick --repeats 2"])  # fmt: skip
+    "--sizes 2048", "--sizes 0"])  # fmt: skip
 def test_the_options_and_what_the_workers_cannot_run_refused_before_it_starts(argv):
     args = parser(None, ["bench", *argv.split()]).parse_args(["bench", *argv.split()])
-    if args.quick:  # registered, with their defaults
-        assert args.repeats == 2 and args.sizes == list(bench.SIZES)
-        return
     with pytest.raises(ForkToolError, match="--"):
         command("bench").run(Pins.load(), args)
+
+
+def test_quick_is_an_option_with_the_defaults_of_the_others():
+    argv = ["bench", "--quick", "--repeats", "2"]
+    args = parser(None, argv).parse_args(argv)
+    assert args.quick and args.repeats == 2 and args.sizes == list(bench.SIZES)

@@ -1,17 +1,14 @@
 """ci_impact's matching rules and -k evaluation on synthetic inputs."""
 
-from __future__ import annotations
-
 import sys
-from pathlib import Path
 
 import pytest
-from evidence_fixture import new_repo
+from evidence_fixture import REPO, new_repo
 
 from evidence import ci_collect, ci_impact, ci_steps
 from forktool.layout import Layout
 
-FORK = Path(__file__).resolve().parent.parent / "build" / "vllm"
+FORK = REPO / "build" / "vllm"
 PP = "distributed/test_pipeline_parallel.py"
 NAME = "test_pp_mixed_precision_kv_cache"
 PARAMS = ["mp-first", "mp-last", "ray-first", "ray-last"]
@@ -80,9 +77,8 @@ def test_mirrors_amd_steps_and_a_steps_row():
     assert amd.commands == nvidia.commands  # none of its own: the parent's
     changed = ["vllm/v1/worker/gpu/model_runner.py"]
     assert ci_steps.triggers(amd.deps, changed)  # only through the parent's entry
-    assert ci_impact.trigger_cell(amd, changed) == (
-        "`vllm/v1/worker/gpu/` (parent's) ← `model_runner.py`"
-    )
+    cell = "`vllm/v1/worker/gpu/` (parent's) ← `model_runner.py`"
+    assert ci_impact.trigger_cell(amd, changed) == cell
     # Without entries or `optional` of its own, a mirror inherits them.
     doc = pp_doc(commands=["pytest -v -s distributed -k ray"])
     del doc["steps"][1]["mirror"]["amd"]["optional"]
@@ -101,7 +97,7 @@ def test_mirrors_amd_steps_and_a_steps_row():
     new = ci_impact.Found(amd, list(ITEMS)[2:], False)
     assert ci_impact.table_row(None, new, len(ITEMS), changed) == (
         "| AMD | AMD: PP (mi250_4) | `amd-pp` | PR | [ray-first], [ray-last] | absent "
-        "| `vllm/v1/worker/gpu/` (parent's) ← `model_runner.py` |"
+        f"| {cell} |"
     )
 
 

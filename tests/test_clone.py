@@ -3,6 +3,7 @@
 
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import fork_fixture as fx
@@ -30,9 +31,8 @@ def test_each_git_worktree_has_its_own_fork(ws):
     assert "is what export writes (3 patches)" in ws.export(check=True)
     fx.git(repo, "merge", "-q", "wt-branch")
     message = ws.sync()
-    print(message)
     assert "applied 1 patches" in message
-    assert "0004-Doc-From-the-worktree.patch" in message
+    assert "0004-Doc-From-the-worktree.patch" in message, message
     assert fx.trees(ws.tree) == fx.trees(wt_fork)
     assert "is what export writes (4 patches)" in ws.export(check=True)
 
@@ -68,7 +68,7 @@ def clone_on(pins_text: str, clone: Path) -> Path:
     return clone
 
 
-def test_cache_lists_each_path_once_and_only_what_is_there(
+def test_cache_lists_what_is_there_and_removes_only_what_no_clone_uses(
     tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
@@ -81,18 +81,13 @@ def test_cache_lists_each_path_once_and_only_what_is_there(
     sdist.write_text("x")  # the wheel was never downloaded
     assert main(["cache"]) == 0
     out = capsys.readouterr().out
-    print(out)
-    assert out.count("in use by") == 1
+    assert out.count("in use by") == 1, out
     assert f"in use by {', '.join(map(str, sorted([*others, LAYOUT.root])))}:" in out
     assert out.count(str(sdist)) == 1 and out.count(str(uv_build)) == 1
     assert pins.wheel.filename not in out and "nothing stale" in out
     assert venv.stale(pins) == [] and sdist.exists() and uv_build.exists()
-
-
-def test_cache_removes_only_what_no_clone_uses(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    pins = Pins.load()
-    # Another clone on older pins, and one that is gone.
+    # A new cache: another clone on older pins, and one that is gone.
+    monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache2"))
     old_pins = LAYOUT.pins.read_text().replace("0.33.0", "0.32.0")
     other = clone_on(old_pins, tmp_path / "other")
     venv.register_clone(tmp_path / "gone")
@@ -161,10 +156,8 @@ def test_backups_prune_deletes_only_what_the_fork_or_the_series_holds(ws, case):
     before = backups.backups(ws.tree, ws.patches)
     assert [(b.commits, b.lacking, b.superseded) for b in before] == found
     listed = backups.report(ws.tree, False, ws.patches)
-    print(listed)
-    assert all(line in listed for line in said)
+    assert all(line in listed for line in said), listed
     pruned = backups.report(ws.tree, True, ws.patches)
-    print(pruned)
     assert f"deleted {deleted} backup branches" in pruned
     assert (f"; kept {kept} holding" in pruned) if kept else "kept" not in pruned
     left = [b.name for b in backups.backups(ws.tree, ws.patches)]
@@ -176,7 +169,6 @@ def test_backups_are_dated_when_they_were_made(ws):
     for name in ("20240102T030405", "20240102T030405-1", "by-hand"):  # by hand: no time
         fx.git(ws.tree, "branch", f"backup/{name}", "HEAD~1")
     listed = backups.report(ws.tree, False, ws.patches)
-    print(listed)
     committed = fx.git(ws.tree, "log", "-1", "--format=%cs").stdout.strip()
     assert "  backup/20240102T030405 (made 2024-01-02 03:04:05 UTC): " in listed
     assert "  backup/20240102T030405-1 (made 2024-01-02 03:04:05 UTC): " in listed
@@ -186,16 +178,12 @@ def test_backups_are_dated_when_they_were_made(ws):
 def test_clones_noted_from_threads_at_once_warn_nothing(tmp_path, monkeypatch, capsys):
     """`setup` notes the clone from its sync thread and its venv thread at once."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    for i in range(20):
-        gate = threading.Barrier(4)
+    gates = [threading.Barrier(4) for _ in range(20)]
 
-        def note(repo=tmp_path / f"clone{i}", gate=gate):
-            gate.wait()
-            venv.register_clone(repo)
+    def note(i: int) -> None:
+        gates[i].wait()
+        venv.register_clone(tmp_path / f"clone{i}")
 
-        threads = [threading.Thread(target=note) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+    with ThreadPoolExecutor(4) as pool:  # four at once for each clone
+        list(pool.map(note, [i for i in range(20) for _ in range(4)]))
     assert capsys.readouterr().err == ""

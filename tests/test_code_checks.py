@@ -32,8 +32,7 @@ def test_a_code_check_passes_only_when_every_command_exits_0(tmp_path):
 
 
 def test_the_repositorys_tests_run_through_the_runner(tmp_path, monkeypatch):
-    """Outcomes from the runner's plugin, each failure's message in the
-    excerpt, the output in a log."""
+    """Outcomes from the runner's plugin, failures' messages in the excerpt, a log."""
     test = "def test_env():\n    assert os.environ.get('EXTRA') == 'yes', 'no EXTRA'\n"
     files = {"tests/test_t.py": f"import os\n\ndef test_ok():\n    pass\n\n{test}"}
     repo = new_repo(tmp_path / "repo", files)

@@ -206,7 +206,6 @@ def test_a_usage_error_exits_2_with_the_commands_usage(capsys, argv):
         main(argv)
     assert exit_status.value.code == 2
     err = capsys.readouterr().err
-    print(err)
     if len(argv) < 2:  # an unknown or missing command: it reads as <command>
         assert "command_name" not in err and "<command>" in err
         return

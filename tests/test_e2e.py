@@ -1,8 +1,4 @@
-"""evidence.e2e on a tiny fork: patch 1 holds the resolution, patch 2 builds on
-it. A fake nvidia-smi lists GPUs; this interpreter's pytest runs a test that
-passes only with patch 1's resolution, imported as `vllm serve` would."""
-
-from __future__ import annotations
+"""evidence.e2e on a tiny fork with a fake nvidia-smi: patch 1's resolution."""
 
 import argparse
 import json
@@ -17,7 +13,6 @@ from evidence import checks, e2e, worktrees
 from evidence.commands import e2e as e2e_command
 from forktool import checks as registry
 from forktool import prepare
-from forktool.checks import all_checks
 from forktool.commands import command
 from forktool.layout import Layout
 from forktool.pins import Pins
@@ -43,9 +38,13 @@ ARGS = ("tests/test_pp.py", "-k", "test_pp_mixed_precision_kv_cache")
 NODE = "tests/test_pp.py::test_pp_mixed_precision_kv_cache"
 
 
-def tiny_fork(fork: Path) -> None:
-    """base; patch 1: the OR, the scheduler's copy and a field; patch 2: the
-    field's next line and another line of kv_cache_utils.py."""
+@pytest.fixture
+def clone(tmp_path, monkeypatch) -> Layout:
+    """A set-up clone: the tiny fork, a venv of this interpreter, the selection."""
+    layout = Layout(tmp_path)
+    for module in (e2e, prepare, registry, worktrees):
+        monkeypatch.setattr(module, "LAYOUT", layout)
+    fork = layout.fork  # base; patch 1: the OR, a copy and a field; patch 2 by both
     base = {".gitignore": "*.so\n__pycache__/\n", "vllm/__init__.py": "",
             PLANNING: "def plan():\n    pass\n", INTERFACE: "class Spec:\n    pass\n",
             UTILS: "def configure():\n    pass\n\n\ndef other():\n    pass\n",
@@ -60,15 +59,6 @@ def tiny_fork(fork: Path) -> None:
         INTERFACE: "class Spec:\n    zeroing = True\n    pages = 2\n",
     }, "[Core] Zero only where bytes change precision")  # fmt: skip
     (fork / "vllm" / "_C.abi3.so").write_bytes(b"\x7fELF")  # as install leaves it
-
-
-@pytest.fixture
-def clone(tmp_path, monkeypatch) -> Layout:
-    """A set-up clone: the tiny fork, a venv of this interpreter, the selection."""
-    layout = Layout(tmp_path)
-    for module in (e2e, prepare, registry, worktrees):
-        monkeypatch.setattr(module, "LAYOUT", layout)
-    tiny_fork(layout.fork)
     link_venv(layout.venv)
     (layout.venv / COMPLETE).write_text("lock\n")
     layout.selection.write_text(
@@ -80,8 +70,7 @@ def clone(tmp_path, monkeypatch) -> Layout:
 
 
 def run(tmp_path: Path, monkeypatch, listed: str | None) -> int:
-    """The command, PATH only git and an nvidia-smi printing `listed` (None: no
-    nvidia-smi)."""
+    """The command, PATH only git and nvidia-smi printing `listed` (None: none)."""
     smi = {} if listed is None else {"nvidia-smi": f"printf '{listed}'"}
     bin_dir = programs(tmp_path / "fake-bin", **smi)
     (bin_dir / "git").symlink_to(shutil.which("git") or "git")
@@ -93,9 +82,7 @@ ONE_GPU = "GPU 0: NVIDIA H200 (UUID: GPU-1)\\n  MIG 3g.71gb Device 0: (UUID: MIG
 TWO_GPUS = "GPU 0: NVIDIA H200 (UUID: GPU-1)\\nGPU 1: NVIDIA H200 (UUID: GPU-2)\\n"
 
 
-def test_refusals_then_both_runs_recorded_and_only_patch_1s_resolution_reverted(
-    clone, tmp_path, monkeypatch
-):
+def test_refusals_both_runs_and_only_patch_1s_revert(clone, tmp_path, monkeypatch):
     for n, (listed, said) in enumerate([  # too few GPUs, no setup: nothing written
         (None, "needs two GPUs and found 0 "), (ONE_GPU, "needs two GPUs and found 1 "),
         (TWO_GPUS, "run `python3 -m forktool setup` first"),  # the venv unfinished
@@ -120,7 +107,6 @@ def test_refusals_then_both_runs_recorded_and_only_patch_1s_resolution_reverted(
     assert "has no attribute 'ANY'" in result.excerpts["without-resolution"]
     for log in ("e2e-series.log", "e2e-without-resolution.log"):
         assert NODE in (clone.logs / log).read_text()
-
     reverted = result.data["reverted"]
     assert PATCH_1 in reverted and PLANNING in reverted and UTILS in reverted
     fork, tree = clone.fork, clone.trees / e2e.TREE
@@ -134,9 +120,8 @@ def test_refusals_then_both_runs_recorded_and_only_patch_1s_resolution_reverted(
     so = tree / "vllm" / "_C.abi3.so"
     assert so.is_symlink() and so.resolve() == (fork / "vllm" / "_C.abi3.so")
     assert e2e.without_resolution(fork, tree) == reverted  # again, from scratch
-    # Registered, the command and its check.
     assert command("e2e").run is e2e_command.run
-    check = next(c for c in all_checks() if c.name == "gpu-e2e")
+    check = next(c for c in registry.all_checks() if c.name == "gpu-e2e")
     assert check is checks.GPU_E2E and check.command == "python3 -m forktool e2e"
     assert check.in_pr and not check.gates_test and check.measure is None
 
@@ -147,9 +132,7 @@ def test_refusals_then_both_runs_recorded_and_only_patch_1s_resolution_reverted(
     ("skipped", "failed", False),  # no access to the model: no pass
     ("failed", "failed", False), (None, "failed", False),  # None: nothing collected
 ])  # fmt: skip
-def test_it_passes_only_when_the_series_passes_and_the_revert_fails(
-    clone, monkeypatch, series, without, ok
-):
+def test_ok_only_if_series_passes_revert_fails(clone, monkeypatch, series, without, ok):
     def run_test(tree, args, log):
         outcome = series if tree == clone.fork else without
         outcomes = {NODE: outcome} if outcome else {}

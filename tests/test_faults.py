@@ -27,8 +27,7 @@ def as_command(monkeypatch, run) -> None:
 
 def one_error_line(capsys, *said: str, kind: str = "error") -> str:
     err = capsys.readouterr().err
-    print(err)
-    assert "Traceback" not in err
+    assert "Traceback" not in err, err
     assert err.count("\n") == 1 and err.startswith(f"{kind}: "), err
     assert all(s in err for s in said), err
     return err
@@ -143,22 +142,7 @@ def killing_git(tmp_path, monkeypatch, when: str) -> None:
     monkeypatch.setenv("PATH", f"{bin}{os.pathsep}{os.environ['PATH']}")
 
 
-def test_git_killed_by_a_file_size_limit_says_so(tmp_path, monkeypatch):
-    killing_git(tmp_path, monkeypatch, "status")
-    with pytest.raises(ForkToolError) as failed:
-        git(tmp_path, "status", "--porcelain")
-    said = str(failed.value)
-    assert said.startswith("`git status --porcelain` failed (killed by SIGXFSZ: a ")
-    assert "a file size limit (ulimit -f)" in said and f") in {tmp_path}" in said
-    assert "it left" not in said
-    # A git killed while it held the index's lock leaves the lock behind.
-    (tmp_path / ".git").mkdir()
-    (lock := tmp_path / ".git" / "index.lock").write_text("")
-    with pytest.raises(ForkToolError, match=f"; it left {lock}: delete it once"):
-        git(tmp_path, "status", "--porcelain")
-
-
-def test_export_under_a_file_size_limit_is_one_line_and_changes_nothing(
+def test_git_killed_by_a_file_size_limit_says_so_and_export_changes_nothing(
     ws, tmp_path, monkeypatch, capsys
 ):
     ws.series_of(*THREE)
@@ -168,5 +152,16 @@ def test_export_under_a_file_size_limit_is_one_line_and_changes_nothing(
         killing_git(tmp_path, limited, "status")
         as_command(limited, ws.export)
         assert main(["sync"]) == 1
-    one_error_line(capsys, "killed by SIGXFSZ", "a file size limit (ulimit -f)")
+        one_error_line(capsys, "killed by SIGXFSZ", "a file size limit (ulimit -f)")
+        with pytest.raises(ForkToolError) as failed:
+            git(tmp_path, "status", "--porcelain")
+        said = str(failed.value)
+        assert said.startswith("`git status --porcelain` failed (killed by SIGXFSZ: a ")
+        assert "a file size limit (ulimit -f)" in said and f") in {tmp_path}" in said
+        assert "it left" not in said
+        # A git killed while it held the index's lock leaves the lock behind.
+        (tmp_path / ".git").mkdir()
+        (lock := tmp_path / ".git" / "index.lock").write_text("")
+        with pytest.raises(ForkToolError, match=f"; it left {lock}: delete it once"):
+            git(tmp_path, "status", "--porcelain")
     assert state(ws) == before

@@ -1,8 +1,4 @@
-"""Work only the fork holds (uncommitted, unexported, a stopped git operation,
-commits off its branch or no patch can hold) is refused, kept, and saved by
-the advice followed as printed."""
-
-from __future__ import annotations
+"""Work only the fork holds is refused, kept, and saved by the advice as printed."""
 
 import re
 import shutil
@@ -59,8 +55,7 @@ def test_sync_refuses_local_work_and_export_saves_it(ws, work):
     message = ws.export()
     assert saved in message and "removed from the series" not in message
     commit_series(ws.patches)
-    assert "up to date" in ws.sync()
-    assert fx.trees(ws.clone()) == fx.trees(ws.tree)
+    assert "up to date" in ws.sync() and fx.trees(ws.clone()) == fx.trees(ws.tree)
 
 
 STOPPED = {  # the operation, what the refusal calls it, its finish, its abort
@@ -96,8 +91,7 @@ def test_a_git_operation_in_progress_is_refused_and_nothing_is_lost(ws, operatio
         assert f"where it started: `git -C {ws.tree} {abort}`" in message
     assert ws.snapshot() == exported
     git(ws.tree, *(finish if operation == "rebase -i" else abort).split())
-    assert "0 written, 0 removed" in ws.export()
-    assert ws.snapshot() == exported
+    assert "0 written, 0 removed" in ws.export() and ws.snapshot() == exported
 
 
 OFF_BRANCH = {  # how the fork left main, whether it commits there, the refusal
@@ -146,7 +140,6 @@ def test_a_merge_commit_is_refused_and_the_advice_linearises_it(ws):
         message = refused(command)
         assert "merge " in message and "its resolution would be in no patch" in message
     assert ws.snapshot() == before
-    # Followed: the rebase stops at the conflict the merge had resolved.
     line = next(x for x in message.splitlines() if " rebase base" in x)
     assert subprocess.run(line, shell=True).returncode != 0
     (ws.tree / "mini/util.py").write_text(resolved)

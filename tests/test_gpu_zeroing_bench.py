@@ -1,7 +1,5 @@
 """fork_tests/gpu_zeroing_bench.py where no GPU is: source extraction and skip path."""
 
-from __future__ import annotations
-
 import importlib.util
 import json
 import os
@@ -10,11 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from evidence_fixture import new_repo
+from evidence_fixture import REPO, new_repo
 
 from forktool.process import git
 
-REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "fork_tests" / "gpu_zeroing_bench.py"
 FORK_UTILS = REPO / "build" / "vllm" / "vllm" / "v1" / "worker" / "utils.py"
 UTILS = """\
@@ -111,13 +108,10 @@ def test_extract_takes_the_kernel_and_zeroer_carry_copies_them_with_the_tree(tmp
 
 
 @pytest.mark.skipif(not FORK_UTILS.exists(), reason="no fork at build/vllm")
-def test_the_forks_kernel_extracted_clears_exactly_its_blocks_in_the_interpreter(
-    tmp_path,
-):
+def test_the_forks_kernel_clears_exactly_its_blocks_in_the_interpreter(tmp_path):
     """The fork's kernel, as the script drives it, run by Triton on the CPU."""
-    assert "_zero_kv_blocks_kernel[grid](" in load_script().extract(
-        FORK_UTILS.read_text()
-    )
+    extracted = load_script().extract(FORK_UTILS.read_text())
+    assert "_zero_kv_blocks_kernel[grid](" in extracted
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     args = [INTERPRETED, str(SCRIPT.parent), str(FORK_UTILS), str(tmp_path)]

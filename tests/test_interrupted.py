@@ -1,6 +1,4 @@
-"""A command stopped part way (Ctrl-C in `git am`, a kill while the fork
-moves) leaves the fork as it was or as it made it; a second command waits for
-the clone's lock, then refuses naming the first, or takes a dead one's over."""
+"""Commands stopped part way, and a second command meeting the clone's lock."""
 
 import shutil
 import subprocess
@@ -47,14 +45,13 @@ def test_a_sync_stopped_in_git_am_leaves_the_fork_as_it_was(ws, monkeypatch, for
         assert not ws.tree.exists()
     print(message := ws.sync(force=existing))
     done = "undid an interrupted command" if existing else "materialised"
-    assert message.startswith(done)
-    assert subjects(ws.tree) == SUBJECTS
+    assert message.startswith(done) and subjects(ws.tree) == SUBJECTS
     assert [p.name for p in ws.tree.parent.iterdir()] == ["mini"]
     assert ("[Doc] Local" in git(ws.tree, *BACKED_UP).stdout) == existing
 
 
-def test_a_sync_killed_while_it_moves_the_fork_is_finished(ws, monkeypatch):
-    """Killed in its final `git reset --hard` (git's index.lock left): finished."""
+def test_a_sync_or_export_killed_while_it_moves_the_fork_is_finished(ws, monkeypatch):
+    """A sync killed in its final `git reset --hard` (index.lock left): finished."""
     ws.series_of(*THREE)
     commit(ws.tree, "LOCAL.md", "x\n", "[Doc] Local")
 
@@ -70,11 +67,7 @@ def test_a_sync_killed_while_it_moves_the_fork_is_finished(ws, monkeypatch):
     assert subjects(ws.tree) == SUBJECTS
     assert not (ws.tree / ".git" / "index.lock").exists() and clean(ws.tree)
     assert "[Doc] Local" in git(ws.tree, *BACKED_UP).stdout
-
-
-def test_an_export_finished_later_marks_what_it_exported(ws, monkeypatch):
-    """Killed after its journal, then a commit: finished, the commit local work."""
-    ws.series_of(*THREE)
+    # An export killed after its journal, then a commit: finished, that commit local.
     commit(ws.tree, "FOUR.md", "4\n", "[Doc] Four")
     exported = head(ws.tree)
     with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
@@ -104,9 +97,7 @@ def holder(lock, seconds: float) -> subprocess.Popen:
     return process
 
 
-def test_a_second_command_refuses_naming_the_first_then_takes_over_when_killed(
-    tmp_path, capsys
-):
+def test_a_second_command_refuses_or_takes_over_or_waits(tmp_path, capsys):
     first = holder(lock := tmp_path / "build" / "forktool.lock", 30)
     try:
         start = time.monotonic()
@@ -125,10 +116,8 @@ def test_a_second_command_refuses_naming_the_first_then_takes_over_when_killed(
         assert f'"pid": {first.pid}' not in lock.read_text()
     said = capsys.readouterr().err
     assert f"sync --force` (pid {first.pid}) ended without finishing" in said
-
-
-def test_a_second_command_gets_the_lock_once_the_first_ends(tmp_path):
-    first = holder(lock := tmp_path / "build" / "forktool.lock", 0.5)
+    # A second command gets the lock once the first ends.
+    first = holder(lock, 0.5)
     with process.hold(lock, "export", wait=10):
         assert first.wait(timeout=10) == 0  # it ended its block first
     assert lock.read_text() == ""  # released: nobody named

@@ -1,12 +1,10 @@
 """sync and export killed at every git command they run, and run two at once.
 
-DRIVER runs one as the CLI does, printing each git command first
-(FORKTOOL_TRACE_GIT=1); SIGKILL, SIGTERM or SIGHUP (to the process group, as a
-closed terminal does) comes at the N-th, then what a user would run (it again,
-`sync`, `export --check`) must find nothing lost and nothing to fix by hand.
-FORKTOOL_KILL_POINTS=all kills at every point (at least 50 per command and
-signal) and runs each pair 13 times: 1392 kills, 52 pairs, ~32 min on 2 cores;
-=n kills at every n-th point; the default, every 32nd, and 2 runs per pair.
+DRIVER runs one as the CLI does, tracing git (FORKTOOL_TRACE_GIT=1); SIGKILL,
+SIGTERM or SIGHUP (to the process group, as a closed terminal) comes at the N-th
+git command, then what a user runs (it again, `sync`, `export --check`) must find
+nothing lost. FORKTOOL_KILL_POINTS=all kills at every point (50+ per command and
+signal), 13 runs per pair (~32 min on 2 cores); =n every n-th; default 32, 2 runs.
 """
 
 import contextlib
@@ -91,10 +89,6 @@ def finish(proc: subprocess.Popen, words) -> Run:
     return Run(list(words), proc.returncode, out, err)
 
 
-def drive(repo: Path, *words: str, trace: bool = False) -> Run:
-    return finish(start(repo, *words, trace=trace), words)
-
-
 def git_out(repo: Path, *args: str) -> str:
     return git(repo, *args, check=False).stdout.strip()
 
@@ -145,7 +139,7 @@ def on_no_branch(own: Path, local: str | None, branches=("refs/",)) -> list[str]
 
 def after(repo: Path, commands: list[list[str]], runs: list[Run]) -> list[str]:
     """Run what a user runs after the interruption; what went wrong."""
-    ran = [drive(repo, *words) for words in commands]
+    ran = [finish(start(repo, *words), words) for words in commands]
     runs += ran
     return [f"`{' '.join(r.words)}` exited {r.rc}" for r in ran if r.rc] + [
         f"traceback in `{' '.join(r.words)}`" for r in runs if "Traceback" in r.err
@@ -179,7 +173,7 @@ def build(kind: str, workspace) -> Scenario:
     words = kind.split() if kind in ("export", "sync --force") else ["sync"]
     # The command run through: how many git commands it runs, patches/ after.
     reference = copy(repo, repo.parent / "reference")
-    run = drive(reference, *words, trace=True)
+    run = finish(start(reference, *words, trace=True), words)
     assert run.rc == 0, run.text()
     points = sum(line.startswith("+ ") for line in run.err.splitlines())
     expected, runs = snapshot(reference / "patches"), [run]

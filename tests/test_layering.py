@@ -75,32 +75,27 @@ def edges(importer: Is, imported: Is) -> list[str]:
             for b in GRAPH[a] if imported(b)]  # fmt: skip
 
 
-def test_the_workflow_imports_nothing_of_the_evidence():
-    """The evidence's checks and commands reach the workflow only by module
-    names (forktool.checks.REGISTERED, forktool.commands.COMMANDS)."""
-    wrong = edges(
-        lambda a: a.startswith("forktool"), lambda b: b.startswith("evidence")
-    )
-    assert not wrong, "the workflow imports the evidence:\n" + "\n".join(wrong)
-
-
 def _is_command(name: str) -> bool:
     """One in a package's commands/ (not its `__init__`, nor `command`)."""
     package, _, rest = name.partition(".commands.")
     return bool(rest) and package in PACKAGES and rest != "command"
 
 
-def test_no_module_imports_a_command_module():
-    """Neither command modules nor shared code (an upward import) do; only a
-    package's `commands/__init__`, the list of its commands."""
+def test_the_workflow_imports_no_evidence_and_only_commands_init_a_command():
+    """The evidence's checks and commands reach the workflow only by module names
+    (checks.REGISTERED, commands.COMMANDS); command modules and shared code (an
+    upward import) import no command module, only `commands/__init__` does."""
+    wrong = edges(
+        lambda a: a.startswith("forktool"), lambda b: b.startswith("evidence")
+    )
+    assert not wrong, "the workflow imports the evidence:\n" + "\n".join(wrong)
     wrong = edges(lambda a: not a.endswith(".commands"), _is_command)
     assert not wrong, "command modules imported:\n" + "\n".join(wrong)
 
 
 def _chains(roots: list[str], parents: bool = True) -> dict[str, list[str]]:
-    """Each module the roots import transitively (and, with `parents`, the parent
-    packages Python runs first), with the chain of imports that reaches it; a
-    root reached again has its cycle under its own name."""
+    """Each module the roots import transitively (with `parents`, and the parent
+    packages run first), with its chain of imports; a cycle under its root."""
     chains: dict[str, list[str]] = {}
     todo = [[root] for root in roots]
     while todo:

@@ -1,7 +1,4 @@
-"""Upstream's selection on the fork against the base, and the regression
-matrix's judgement, on made-up outcomes."""
-
-from __future__ import annotations
+"""Upstream's selection, fork against base, and the matrix's judgement."""
 
 from dataclasses import replace
 
@@ -34,15 +31,11 @@ ON_FORK = result(same="passed", flaky="failed", old_bug="error", gpu="skipped",
 BASE_IDS = set(ids("same", "flaky", "old_bug", "gpu", "gpu_passes", "removed"))
 
 
-def test_each_test_that_does_not_pass_on_the_fork_is_classified():
-    """The base runs only what does not pass on the fork and it has too; a
-    failure that passes when run again on the fork (under load, a test hit its
-    own subprocess timeout) is flaky, not new."""
+def test_each_test_that_does_not_pass_on_the_fork_is_classified_and_sharded():
+    """The base runs what fails on the fork; a pass when run again is flaky."""
     assert needs_base(ON_FORK, BASE_IDS) == ids("flaky", "old_bug", "gpu", "gpu_passes")
-    on_base = result(
-        flaky="passed", old_bug="failed", gpu="skipped", gpu_passes="passed"
-    )
-    comparison = compare(set(ON_FORK.outcomes), BASE_IDS, ON_FORK, on_base)
+    base = result(flaky="passed", old_bug="failed", gpu="skipped", gpu_passes="passed")
+    comparison = compare(set(ON_FORK.outcomes), BASE_IDS, ON_FORK, base)
     assert comparison["added"] == ids("added", "added_bad")
     assert comparison["lost"] == ids("removed")
     assert comparison["new"] == ids("added_bad", "flaky")
@@ -63,9 +56,7 @@ def test_each_test_that_does_not_pass_on_the_fork_is_classified():
     assert said in report(comparison)
     flaky_only = same_tests(result(slow="failed"), result(), again)
     assert is_ok(flaky_only) and not flaky_only["new"]
-
-
-def test_shards_deal_out_the_tests_in_turn_and_only_splits_a_shared_session():
+    # Shards deal out the tests in turn; only() splits a shared session.
     tests = ["a.py::t", "b.py::slow[1]", "b.py::slow[2]", "b.py::slow[3]", "c.py::t"]
     assert shards(tests, 2) == [
         ["a.py::t", "b.py::slow[2]", "c.py::t"],
@@ -111,12 +102,19 @@ ON_BASE = Result(
 )
 
 
-def test_what_fails_on_the_base_must_be_listed_and_fail_for_the_bug():
+NARROW, KEEP = "fork_tests/t.py::narrow", "fork_tests/t.py::keep"
+SUBJECTS = ["[Core] Keep", "[Core] Narrow"]
+SELECTION = Selection(
+    {}, (), ("fork_tests",), frozenset({"b.py::bug"}), (), {},
+    not_on_base=("a.py",), fork_tests_from={NARROW: "[Core] Narrow"},
+)  # fmt: skip
+
+
+def test_what_fails_on_the_base_must_be_listed_and_fail_for_the_bug_and_columns():
     """Not for an API the base lacks; the table names each one's exception."""
     problems = base_problems(ON_BASE, frozenset(ids(*BASE_FAILURES, "passes")))
-    assert (
-        problems[0] == "MATRIX: expected to fail on the base but did not: t.py::passes"
-    )
+    said = "MATRIX: expected to fail on the base but did not: t.py::passes"
+    assert problems[0] == said
     missing = [p.split()[1] for p in problems[1:]]
     assert missing == ids("attr", "fixture", "keyword", "name", "positional")
     assert problems[1] == (
@@ -131,27 +129,14 @@ def test_what_fails_on_the_base_must_be_listed_and_fail_for_the_bug():
     assert base_problems(on_base, frozenset(bug)) == []
     unlisted = base_problems(on_base, frozenset(ids("bug", "raises", "said", "own")))
     assert unlisted == ["MATRIX: fails on the base but is not listed: t.py::operand"]
-    # The table names the exception of each failure on the base.
     lines = table({"base+tests": ON_BASE, "0001": result(bug="passed")}).splitlines()
     start = lines.index("base: the exception of each failure (?: none named)")
     assert lines[start + 1 : start + 11] == [
         f"  {kind:19}  t.py::{test}"
         for test, (kind, _) in sorted(BASE_FAILURES.items())
     ]
-
-
-NARROW, KEEP = "fork_tests/t.py::narrow", "fork_tests/t.py::keep"
-SUBJECTS = ["[Core] Keep", "[Core] Narrow"]
-SELECTION = Selection(
-    {}, (), ("fork_tests",), frozenset({"b.py::bug"}), (), {},
-    not_on_base=("a.py",), fork_tests_from={NARROW: "[Core] Narrow"},
-)  # fmt: skip
-
-
-def test_a_column_does_not_judge_later_patches_checks_nor_what_the_base_cannot_run():
-    """A fork test is not judged at the patches before the one it guards; the
-    base keeps it, and drops what cannot run on its code. What the runner may
-    keep failing: those, and on the base the listed failures."""
+    # A column judges no fork test before the patch it guards, except on the base,
+    # nor what the base cannot run.
     columns = {
         "base+tests": Result(outcomes={NARROW: "failed", "a.py::renamed": "failed"}),
         "0001": Result(outcomes={NARROW: "failed", KEEP: "passed"}),

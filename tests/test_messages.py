@@ -1,8 +1,4 @@
-"""Commit messages: `git am` reads back each one as written, and export names
-every line it would misread, each subject out of style and each missing
-sign-off, with advice that is right when followed."""
-
-from __future__ import annotations
+"""Commit messages: read back as written; misreadings and missing sign-offs named."""
 
 import re
 from pathlib import Path
@@ -38,9 +34,10 @@ MISREAD = {  # line 3 of a message, what `git am` makes of it
     "a Subject: header first": ("subject: Another\n", "mail header"),
     "a [PATCH] line first": ("[PATCH] Another subject\n", "mail header"),
 }
+KEPT = ["----", " ---", "---  spaced text", "From the docs:", "Index:x"]  # kept as is
 
 
-def test_a_separator_line_is_refused_and_the_advice_keeps_the_message(ws, monkeypatch):
+def test_a_separator_line_is_reworded_and_non_ascii_round_trips(ws, monkeypatch):
     ws.series_of(THREE[0])
     before = ws.snapshot()
     short = commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", TABLE)
@@ -50,22 +47,33 @@ def test_a_separator_line_is_refused_and_the_advice_keeps_the_message(ws, monkey
         assert named in message
         assert f"git -C {ws.tree} rebase -i base   # mark {short} `reword`" in message
     assert ws.snapshot() == before
-    # Followed as it says: `reword` the commit, indent the line by a space.
     reword = f"sed -i 's/^pick {short}/reword {short}/'"
     monkeypatch.setenv("GIT_SEQUENCE_EDITOR", reword)
     monkeypatch.setenv("GIT_EDITOR", "sed -i 's/^---$/ ---/'")
     ws.follow(message)
     fx.commit_series(ws.patches)
     other = ws.clone()
-    assert message_of(other) == message_of(ws.tree)
-    assert "| a | 1 |" in message_of(other)
+    assert message_of(other) == message_of(ws.tree) and "| a | 1 |" in message_of(other)
     assert f"Signed-off-by: {PERSON}" in message_of(other)
     assert "is what export writes (2 patches)" in ws.export(other, check=True)
+    # A non-ASCII author and message round trip.
+    subject = "[Doc] Ångström grade naïve façade: document KV cache zeroing "
+    subject += "x" * (120 - len(subject))
+    body = f"{subject}\n\n说明：零化 🚀 ✓\n\nSigned-off-by: {ZOE}\n"
+    commit_message(ws.tree, "DOC.md", "Ångström 🚀\n", body, **authored_by(ZOE))
+    ws.publish()
+    written = ws.names()[2]
+    assert written.isascii() and written.startswith("0003-Doc-ngstr-m-")
+    assert "=?UTF-8?q?" in (ws.patches / written).read_text()
+    other = ws.clone()
+    shown = ["log", "-1", "--format=%an <%ae>%n%B"]
+    assert git(other, *shown).stdout == git(ws.tree, *shown).stdout
+    assert git(other, *shown).stdout == f"{ZOE}\n{body}\n"
+    assert trees(other) == trees(ws.tree)
+    assert "is what export writes (3 patches)" in ws.export(other, check=True)
 
 
-@pytest.mark.parametrize(
-    "line", ["----", " ---", "---  spaced text", "From the docs:", "Index:x"]
-)
+@pytest.mark.parametrize("line", KEPT)
 def test_lines_git_am_keeps_are_exported_as_they_are(ws, line):
     ws.series_of(THREE[0])
     body = f"[Core] Extra\n\nAbove.\n{line}\nAfter it.\n\nSigned-off-by: {PERSON}\n"
@@ -96,9 +104,7 @@ REFUSED |= {  # each line of MISREAD as line 3 of a message
 
 
 @pytest.mark.parametrize("case", REFUSED)
-def test_a_message_git_am_would_commit_otherwise_is_named_and_not_exported(
-    ws, monkeypatch, case
-):
+def test_a_message_git_am_would_misread_is_named_not_exported(ws, monkeypatch, case):
     ws.series_of(THREE[0])
     before = ws.snapshot()
     text, said = REFUSED[case]
@@ -107,30 +113,11 @@ def test_a_message_git_am_would_commit_otherwise_is_named_and_not_exported(
     message = refused(ws.export)
     assert all(s.format(short=short) in message for s in said), message
     assert ws.snapshot() == before
-    # Without the line check, the proof (`git am`'s reading of each patch
-    # file against the commit) refuses it all the same.
+    # Without the line check, the proof (`git am` of each patch) refuses it too.
     monkeypatch.setattr("forktool.export.misread", lambda commit: [])
     message = refused(ws.export)
     assert "do not rebuild" in message
     assert re.search(r"another message|author|mails from|does not apply", message)
-
-
-def test_a_non_ascii_author_and_message_round_trip(ws):
-    ws.series_of(THREE[0])
-    subject = "[Doc] Ångström grade naïve façade: document KV cache zeroing "
-    subject += "x" * (120 - len(subject))
-    body = f"{subject}\n\n说明：零化 🚀 ✓\n\nSigned-off-by: {ZOE}\n"
-    commit_message(ws.tree, "DOC.md", "Ångström 🚀\n", body, **authored_by(ZOE))
-    ws.publish()
-    written = ws.names()[1]
-    assert written.isascii() and written.startswith("0002-Doc-ngstr-m-")
-    assert "=?UTF-8?q?" in (ws.patches / written).read_text()
-    other = ws.clone()
-    shown = ["log", "-1", "--format=%an <%ae>%n%B"]
-    assert git(other, *shown).stdout == git(ws.tree, *shown).stdout
-    assert git(other, *shown).stdout == f"{ZOE}\n{body}\n"
-    assert trees(other) == trees(ws.tree)
-    assert "is what export writes (2 patches)" in ws.export(other, check=True)
 
 
 # the series, commits (path, subject, author if unsigned), warned, rebased onto

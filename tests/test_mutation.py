@@ -1,7 +1,4 @@
-"""evidence.mutation: mutants of added lines, the warm server's code swap, and
-mutants' outcomes in a tiny synthetic fork (this interpreter, no vLLM)."""
-
-from __future__ import annotations
+"""evidence.mutation: mutants of added lines, the server's code swap, outcomes."""
 
 import importlib
 import re
@@ -11,7 +8,6 @@ from evidence_fixture import commit, link_venv, new_repo
 
 from evidence import mutation, pytest_server
 from forktool import checks
-from forktool.checks import CheckResult
 from forktool.commands import command
 from forktool.layout import Layout
 from forktool.process import ForkToolError, git
@@ -57,24 +53,20 @@ def found(source: str, lines: set[int]) -> list[tuple[int, str]]:
     return [(m.line, m.mutation) for m in made(source, lines)]
 
 
-def test_each_kind_of_mistake_on_the_added_lines_only():
-    assert found(SOURCE, set(range(2, 9))) == [
-        (3, "assignment deleted"), (3, "any -> all"),
-        (4, "or -> and"), (4, "needed and flag dropped"),
-        (4, "len(configs) > 1 dropped"), (4, "and -> or"), (4, "needed dropped"),
-        (4, "flag dropped"), (4, "> -> <="), (4, "1 -> 2"),
-        (5, "raise deleted"),
-        (6, "assignment deleted"), (6, "0 -> 1"), (6, "True -> False"),
-        (7, "assert deleted"), (7, "or -> and"), (7, "not flag dropped"),
-        (7, "configs dropped"), (7, "not dropped"),
-        (8, "returns None"),
-        (8, "returns its negation"),  # the same code as dropping its `not`
-    ]  # fmt: skip
-
-
-def test_the_other_operators_and_what_they_leave_alone():
-    """In a class body and a default too (run at import, in a fresh pytest)."""
-    source = """\
+KINDS = [
+    (3, "assignment deleted"), (3, "any -> all"),
+    (4, "or -> and"), (4, "needed and flag dropped"),
+    (4, "len(configs) > 1 dropped"), (4, "and -> or"), (4, "needed dropped"),
+    (4, "flag dropped"), (4, "> -> <="), (4, "1 -> 2"),
+    (5, "raise deleted"),
+    (6, "assignment deleted"), (6, "0 -> 1"), (6, "True -> False"),
+    (7, "assert deleted"), (7, "or -> and"), (7, "not flag dropped"),
+    (7, "configs dropped"), (7, "not dropped"),
+    (8, "returns None"),
+    (8, "returns its negation"),  # the same code as dropping its `not`
+]  # fmt: skip
+# In a class body and a default too (run at import, in a fresh pytest).
+OTHERS = """\
 class K:
     flag: bool = False
 
@@ -86,20 +78,28 @@ class K:
                 break
         return None
 """
-    assert found(source, set(range(1, 11))) == [
-        (2, "assignment deleted"), (2, "False -> True"),
-        (4, "0.5 -> 1.5"),
-        (5, "assignment deleted"),  # an unpacking target is no pair to drop from
-        (6, "assignment deleted"), (6, "1 -> 2"),  # a constant term is not halved
-        (7, "or -> and"), (7, "all((i is not b for i in items)) dropped"),
-        (7, "a not in b dropped"), (7, "all -> any"), (7, "is not -> is"),
-        (7, "not in -> in"),
-        (8, "guard deleted"), (8, "is -> is not"),
-        (10, "returns its negation"),  # None is not replaced by None
-    ]  # fmt: skip
+OTHER_KINDS = [
+    (2, "assignment deleted"), (2, "False -> True"),
+    (4, "0.5 -> 1.5"),
+    (5, "assignment deleted"),  # an unpacking target is no pair to drop from
+    (6, "assignment deleted"), (6, "1 -> 2"),  # a constant term is not halved
+    (7, "or -> and"), (7, "all((i is not b for i in items)) dropped"),
+    (7, "a not in b dropped"), (7, "all -> any"), (7, "is not -> is"),
+    (7, "not in -> in"),
+    (8, "guard deleted"), (8, "is -> is not"),
+    (10, "returns its negation"),  # None is not replaced by None
+]  # fmt: skip
 
 
-def test_a_mutant_is_the_whole_file_with_one_change_that_compiles(monkeypatch):
+@pytest.mark.parametrize(
+    "source, added, expected",
+    [(SOURCE, range(2, 9), KINDS), (OTHERS, range(1, 11), OTHER_KINDS)],
+)
+def test_each_kind_of_mistake_on_the_added_lines_only(source, added, expected):
+    assert found(source, set(added)) == expected
+
+
+def test_a_mutant_or_a_hunk_reverted_is_the_whole_file_and_compiles(monkeypatch):
     negated = {m.mutation: m for m in made(SOURCE, {8})}["returns its negation"]
     assert negated.source == SOURCE.replace("return not needed", "return needed")
     assert negated.text == "return not needed"
@@ -133,12 +133,7 @@ def pages(specs):
     assert on_2 == ["assignment deleted", "== -> !=", "== -> != #2"]
     (gone,) = [m for m in mutants if m.line == 3]
     assert gone.source.endswith("pass\n") and gone.text == "total = sum("
-    # A mutant that does not compile is left out.
-    monkeypatch.setattr(mutation, "_points", lambda n: [(n, "return (", "broken")])
-    assert found("def f():\n    return 1\n", {2}) == []
-
-
-def test_added_lines_and_each_hunk_reverted_alone_unless_it_changes_no_code():
+    # A hunk reverted alone, unless it changes no code.
     assert mutation.added_lines(DIFF) == {"vllm/a.py": {11, 12, 13, 23}}  # .py only
     old = "def f(x):\n    return x\n\n\ndef g():\n    return 1\n"
     f = 'def f(x):\n    """Doc."""\n    return x\n\n\n'
@@ -152,6 +147,9 @@ def test_added_lines_and_each_hunk_reverted_alone_unless_it_changes_no_code():
     assert reverted.source == f + "def g():\n    return 1\n"
     assert (reverted.line, reverted.mutation) == (6, "hunk reverted (-5,2 +6,4)")
     assert reverted.function == ""  # a fresh pytest runs it
+    # A mutant that does not compile is left out.
+    monkeypatch.setattr(mutation, "_points", lambda n: [(n, "return (", "broken")])
+    assert found("def f():\n    return 1\n", {2}) == []
 
 
 SWAPPABLE = """\
@@ -200,8 +198,6 @@ def test_each_mutant_names_its_function_the_server_swaps_the_code_of(
         pytest_server.swap({**request, "qualname": "g"})
 
 
-# --- outcomes in a tiny fork ---------------------------------------------------
-
 CALC = """\
 LIMIT = 3
 def decide(a, b):
@@ -229,9 +225,7 @@ SURVIVORS = [("vllm/calc.py", "LIMIT = 3", "3 -> 4"),
 
 @pytest.fixture
 def check(tmp_path, monkeypatch):
-    """The check on a base and a patch adding CALC and its tests, with a venv,
-    run with fork_tests/ `fork_tests`: (what it found, its rows by line and
-    mutation); the result written to the store as `test` writes it."""
+    """Runs the check on a patch adding CALC: (found, its rows by line, mutation)."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(mutation, "LAYOUT", Layout(tmp_path))  # its lists, fork_tests/
     base = {"vllm/__init__.py": "", "vllm/calc.py": "def decide(a, b):\n    pass\n"}
@@ -246,7 +240,7 @@ def check(tmp_path, monkeypatch):
         selection = Selection({}, (TEST_CALC,), fork_tests, frozenset(), (), {})
         found = mutation.mutation_testing(fork, trees, runner, selection, store)
         tree, line = checks.fork_tree(fork), mutation.COMMAND_LINE
-        result = CheckResult(mutation.NAME, found.ok, tree, "0.1", line)
+        result = checks.CheckResult(mutation.NAME, found.ok, tree, "0.1", line)
         result.counts, result.data = found.counts, found.data
         checks.write(store, result)
         return found, {(m["line"], m["mutation"]): m for m in found.data["mutants"]}
@@ -265,11 +259,10 @@ def listed(*entries: tuple[str, str, str]) -> str:
 def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, check, capsys):
     found, by_line = check()
     assert not found.ok
-    assert found.counts["mutants"] == 14
-    assert (found.counts["killed"], found.counts["survived"]) == (12, 2)
+    assert [found.counts[k] for k in ("mutants", "killed", "survived")] == [14, 12, 2]
     rows = {at: (m["outcome"], m["detail"]) for at, m in by_line.items()}
-    kinds = {m["kind"] for m in found.data["mutants"]}
-    assert kinds == {"killed (series)", "survived"}  # no fork_tests/ here
+    # No fork_tests/ here.
+    assert {m["kind"] for m in found.data["mutants"]} == {"killed (series)", "survived"}
     test = "tests/test_calc.py::test_"
     assert rows[3, "and -> or"] == rows[3, "b dropped"] == ("killed", test + "decide")
     limit = ("killed", test + "limit_above")
@@ -279,13 +272,10 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, check, ca
     assert rows[1, "3 -> 4"] == rows[7, "10 -> 11"] == ("survived", "")
     assert rows[7, "returns None"] == ("killed", test + "clamp")
     assert re.search(r"\nvllm/calc.py:1 +3 -> 4 +survived\n", found.excerpts["table"])
-    fork = tmp_path / "fork"
-    assert git(fork, "status", "--porcelain").stdout == ""  # the fork untouched
+    assert git(tmp_path / "fork", "status", "--porcelain").stdout == ""  # untouched
     scratch = tmp_path / "trees" / "mutate-1" / "vllm" / "calc.py"
     assert scratch.read_text() == CALC  # and each worktree restored
-
-    # A rerun on the same tree runs nothing; an equivalent mutant keeps its
-    # reason; an entry that names no mutant is pointed out.
+    # A rerun runs nothing; equivalents keep their reason; a stale entry is named.
     capsys.readouterr()
     again, _ = check()
     assert again.data["mutants"] == found.data["mutants"]
@@ -300,18 +290,12 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, check, ca
     assert "mutants-equivalent.toml: no mutant is vllm/calc.py: 'x = 1': 1 -> 2" in out
 
 
-def test_a_line_only_fork_tests_guard_fails_unless_it_is_gpu_only(
-    tmp_path, check, capsys
-):
-    """Only fork_tests/ kills `10 -> 11` in clamp: a failure until GPU-only;
-    and a selection that fails on the unmutated fork is refused."""
-    (tmp_path / "fork_tests").mkdir()
+def test_a_line_only_fork_tests_guard_fails_unless_gpu_only(tmp_path, check, capsys):
+    """Only fork_tests/ kills `10 -> 11`: a failure until GPU-only."""
     cap = "def test_clamp_caps():\n    assert clamp(20) == 10\n"
-    (tmp_path / "fork_tests" / "test_cap.py").write_text(
-        f"{TESTS.splitlines()[0]}\n{cap}"
-    )
-    equivalents = tmp_path / "mutants-equivalent.toml"
-    equivalents.write_text(listed(SURVIVORS[0]))  # the other survivor
+    (tmp_path / "fork_tests").mkdir()
+    (tmp_path / "fork_tests" / "test_cap.py").write_text(TESTS.split("def")[0] + cap)
+    (tmp_path / "mutants-equivalent.toml").write_text(listed(SURVIVORS[0]))
     found, rows = check("fork_tests")
     assert not found.ok
     capped = [rows[7, "10 -> 11"][k] for k in ("outcome", "kind", "detail", "gpu_only")]
@@ -328,21 +312,18 @@ def test_a_line_only_fork_tests_guard_fails_unless_it_is_gpu_only(
         "the series' regression selection" in out
     )
     assert "mutation testing: FAILED" in out
-
     # Listed as GPU-only, with why: it passes, from cached outcomes, and says why.
     (tmp_path / "upstream-tests.toml").write_text(
         '[[mutate.gpu_only]]\nfile = "vllm/calc.py"\n'
         'line = "return min(n, 10)"\nreason = "only a GPU clamps"\n'
     )
     again, rows = check("fork_tests")
-    assert again.ok
-    assert rows[7, "10 -> 11"]["gpu_only"] == "only a GPU clamps"
+    assert again.ok and rows[7, "10 -> 11"]["gpu_only"] == "only a GPU clamps"
     out = capsys.readouterr().out
     assert "0 to run" in out and "MUTANTS:" not in out
     assert "vllm/calc.py:7 is guarded only by fork_tests/ (10 -> 11): GPU-only" in out
-
-    failing = {"tests/test_calc.py": "def test_no():\n    assert False\n"}
-    commit(tmp_path / "fork", failing, "x")
+    # A selection that fails on the unmutated fork is refused.
+    commit(tmp_path / "fork", {TEST_CALC: "def test_no():\n    assert False\n"}, "x")
     with pytest.raises(ForkToolError, match="does not pass on the fork"):
         check()
     assert "mutants-equivalent.toml" in str(command("mutate").description)

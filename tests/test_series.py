@@ -1,18 +1,14 @@
-"""The series as export writes it and people edit it: every kind of change
-round trips byte-exact, patches are renumbered, renamed, split and reordered,
-and hand edits are named."""
-
-from __future__ import annotations
+"""The series as export writes it and people edit it, round trips and hand edits."""
 
 import os
 import random
-from pathlib import Path
 
 import fork_fixture as fx
 import pytest
 from fork_fixture import THREE, commit, commit_series, git, refused, subjects, trees
 
 from forktool.checks import all_checks
+from forktool.layout import REPO
 from forktool.tool_checks import EXPORT_CHECK
 
 SERIES_TEXTS = {  # what `series` holds -> what the refusal says
@@ -39,10 +35,25 @@ def test_a_series_that_would_be_misread_is_refused_in_words(ws, case):
         assert all(s in message for s in said), message
 
 
-def test_a_series_written_otherwise_merged_or_missing_is_named(ws):
-    """Written otherwise: rewritten by export; conflict markers: an unresolved
-    merge, not missing patch files; deleted: missing."""
+def test_crlf_and_a_series_written_otherwise_merged_or_missing_are_named(ws, tmp_path):
+    """CRLF named, LF kept by autocrlf clones; a series rewritten, merged or missing."""
     ws.series_of(THREE[0])
+    patch = ws.patches / "0001-Core-First.patch"
+    lf = patch.read_bytes()
+    patch.write_bytes(lf.replace(b"\n", b"\r\n"))
+    said = refused(lambda: ws.export(check=True))
+    assert "0001-Core-First.patch: the same bytes with CRLF line endings" in said
+    ws.export()
+    assert patch.read_bytes() == lf
+    repo = ws.patches.parent
+    (repo / ".gitattributes").write_bytes((REPO / ".gitattributes").read_bytes())
+    git(repo, "add", ".gitattributes")
+    commit_series(ws.patches)
+    clone = tmp_path / "crlf-clone"
+    git(None, "-c", "core.autocrlf=true", "clone", "-q", str(repo), str(clone))
+    assert (clone / "patches" / patch.name).read_bytes() == lf
+    cloned = (clone / "patches" / "series").read_bytes()
+    assert cloned == (ws.patches / "series").read_bytes() and b"\r" not in cloned
     series = ws.patches / "series"
     written = series.read_bytes()
     series.write_bytes(written.replace(b".patch\n", b".patch  \n\n"))
@@ -58,29 +69,6 @@ def test_a_series_written_otherwise_merged_or_missing_is_named(ws):
     said = refused(ws.sync)
     assert f"{series} is missing, and" in said
     assert "holds 1 patch files: restore it (`git checkout -- " in said
-
-
-def test_export_check_names_crlf_and_a_clone_with_autocrlf_keeps_lf(ws, tmp_path):
-    ws.series_of(THREE[0])
-    patch = ws.patches / "0001-Core-First.patch"
-    lf = patch.read_bytes()
-    patch.write_bytes(lf.replace(b"\n", b"\r\n"))
-    said = refused(lambda: ws.export(check=True))
-    assert "0001-Core-First.patch: the same bytes with CRLF line endings" in said
-    ws.export()
-    assert patch.read_bytes() == lf
-    # This repository's .gitattributes, in a clone made with core.autocrlf.
-    repo = ws.patches.parent
-    (repo / ".gitattributes").write_bytes(
-        (Path(__file__).parent.parent / ".gitattributes").read_bytes()
-    )
-    git(repo, "add", ".gitattributes")
-    commit_series(ws.patches)
-    clone = tmp_path / "crlf-clone"
-    git(None, "-c", "core.autocrlf=true", "clone", "-q", str(repo), str(clone))
-    assert (clone / "patches" / patch.name).read_bytes() == lf
-    series = (clone / "patches" / "series").read_bytes()
-    assert series == (ws.patches / "series").read_bytes() and b"\r" not in series
 
 
 def test_every_kind_of_change_round_trips_byte_exact(ws):
@@ -131,7 +119,6 @@ def test_a_patch_split_in_two_round_trips(ws):
     commit(ws.tree, *THREE[2])
     ws.publish()
     old = ws.teammate()  # a clone with the fork of before the split
-    # rebase -i (edit 2); reset HEAD^; one commit per folder; --continue.
     fx.edit_series(ws.tree, "sed -i 2s/^pick/edit/")
     git(ws.tree, "reset", "-q", "HEAD^")
     git(ws.tree, "add", "mini")
@@ -190,21 +177,7 @@ def test_a_hand_renamed_patch_is_named_and_a_dropped_one_renumbers_the_rest(ws):
     assert message.count("removed from the series") == 1
 
 
-def test_export_check_names_stale_patches_and_writes_nothing(ws):
-    ws.series_of(*THREE)
-    assert "is what export writes (3 patches)" in ws.export(check=True)
-    stale = ws.patches / "0002-Core-Second.patch"
-    stale.write_text(stale.read_text().replace("@@ -1,2 +1,2 @@", "@@ -3,2 +3,2 @@"))
-    before = ws.snapshot()
-    assert "up to date" in ws.sync()  # git patch-id ignores line numbers
-    message = refused(lambda: ws.export(check=True))
-    assert "(1 differ)" in message
-    assert "0002-Core-Second.patch: the same change, rewritten" in message
-    assert ws.snapshot() == before
-    assert EXPORT_CHECK in all_checks() and EXPORT_CHECK.gates_test
-
-
-def test_a_hand_edited_message_line_is_named_then_synced_and_a_twin_is_warned(ws):
+def test_hand_edited_message_and_stale_lines_are_named_and_a_twin_is_warned(ws):
     ws.series_of(*THREE)
     second = ws.patches / "0002-Core-Second.patch"
     signed = f"Signed-off-by: {fx.PERSON}"
@@ -219,6 +192,16 @@ def test_a_hand_edited_message_line_is_named_then_synced_and_a_twin_is_warned(ws
     assert reviewed in git(ws.tree, "log", "-1", "--format=%B", "HEAD~1").stdout
     assert "is what export writes (3 patches)" in ws.export(check=True)
     assert ws.snapshot() == edited
+    # Stale line numbers: export --check names them, writes nothing.
+    stale = ws.patches / "0002-Core-Second.patch"
+    stale.write_text(stale.read_text().replace("@@ -1,2 +1,2 @@", "@@ -3,2 +3,2 @@"))
+    before = ws.snapshot()
+    assert "up to date" in ws.sync()  # git patch-id ignores line numbers
+    message = refused(lambda: ws.export(check=True))
+    assert "(1 differ)" in message
+    assert "0002-Core-Second.patch: the same change, rewritten" in message
+    assert ws.snapshot() == before
+    assert EXPORT_CHECK in all_checks() and EXPORT_CHECK.gates_test
     commit(ws.tree, "mini/util.py", "def double(x):\n    return x * 2  # again\n",
            "[Core] Second")  # fmt: skip
     said = "0002-Core-Second.patch and 0004-Core-Second.patch have one subject"

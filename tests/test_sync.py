@@ -1,7 +1,4 @@
-"""`sync`: the fork built from the verified base and the series, refusing a
-base or a patch file it cannot trust; the tool's own git commands."""
-
-from __future__ import annotations
+"""`sync`: the fork from the verified base and series, refusing what it can't trust."""
 
 import dataclasses
 import hashlib
@@ -9,7 +6,6 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import fork_fixture as fx
 import pytest
@@ -23,12 +19,21 @@ from forktool.process import NEUTRAL, ConflictError, ForkToolError
 TRIPLE = "def double(x):\n    return 2 * x\n\n\ndef triple(x):\n    return 3 * x\n"
 
 
-def downloads() -> Path:
-    return Path(os.environ["VLLM_FORK_CACHE"]) / "downloads"
-
-
 def test_sync_materialises_the_base_and_rebuilds_it_the_same(ws, monkeypatch, capsys):
-    """Idempotent; its git commands traced on request."""
+    """A bad download kept, another release refused; then idempotent, traced."""
+    cached = ws.downloads() / "mini-0.1.tar.gz"
+    served = cached.rename(cached.with_name("served.tar.gz"))
+    index = {cached.name: (served.as_uri(), sha256_of(served))}
+    monkeypatch.setattr(pins, "_index", lambda p: index)
+    bad = ws._replace(pins=fx.make_pins(Artifact(cached.name, "1" * 64)))
+    message = refused(bad.sync)
+    assert f"sha256 mismatch for {cached}:" in message
+    assert "The file is kept." in message and cached.read_bytes() == served.read_bytes()
+    # An sdist of another release than pinned is refused.
+    other = fx.make_sdist(ws.downloads() / "mini-0.2.tar.gz", fx.BASE_FILES)  # says 0.1
+    with pytest.raises(ForkToolError, match=r"is mini 0.1 \(its PKG-INFO\), not"):
+        fetch_sdist(dataclasses.replace(ws.pins, version="0.2", sdist=other))
+    assert fetch_sdist(ws.pins).name == "mini-0.1.tar.gz"
     monkeypatch.setenv("FORKTOOL_TRACE_GIT", "1")
     assert "materialised" in ws.sync()
     traced = capsys.readouterr().err
@@ -38,12 +43,9 @@ def test_sync_materialises_the_base_and_rebuilds_it_the_same(ws, monkeypatch, ca
     assert git(ws.tree, "describe", "--tags").stdout.strip() == "base"
     tracked = git(ws.tree, "ls-files").stdout.split()
     assert "mini/rocm_hip.py" in tracked and "PKG-INFO" not in tracked
-    assert clean(ws.tree)
-    # Ownership normalised: git accepts the tree without safe.directory.
-    assert (ws.tree / "mini" / "__init__.py").stat().st_uid != 1000
+    assert clean(ws.tree) and (ws.tree / "mini" / "__init__.py").stat().st_uid != 1000
     before = head(ws.tree)
     assert "up to date" in ws.sync() and head(ws.tree) == before
-    # A fork rebuilt from the exported series exports the same bytes.
     commit(ws.tree, "mini/__init__.py", "VALUE = 2\n", "[Core] Bump VALUE")
     commit(ws.tree, "mini/util.py", "def double(x):\n    return x + x\n", "Add twice")
     ws.export()
@@ -53,8 +55,7 @@ def test_sync_materialises_the_base_and_rebuilds_it_the_same(ws, monkeypatch, ca
     assert "base + 2 patches" in ws.sync()
     assert "0 written, 0 removed" in ws.export() and ws.snapshot() == exported
     assert "up to date" in ws.sync()
-    subject = git(ws.tree, "log", "-1", "--format=%s", "HEAD~1").stdout.strip()
-    assert subject == "[Core] Bump VALUE"
+    assert fx.subjects(ws.tree) == ["[Core] Bump VALUE", "Add twice"]
 
 
 SHA256 = {  # the pinned sha256, the one the index publishes, what the refusal says
@@ -70,13 +71,11 @@ SHA256 = {  # the pinned sha256, the one the index publishes, what the refusal s
 
 
 @pytest.mark.parametrize("case", SHA256)
-def test_a_sha256_mismatch_unpacks_nothing_and_says_which_side_is_wrong(
-    ws, monkeypatch, tmp_path, capsys, case
-):
+def test_sha256_mismatch_names_the_wrong_side(ws, monkeypatch, tmp_path, capsys, case):
     ws.series_of(*THREE)
     shutil.rmtree(ws.tree.parent)  # a fresh clone
     pin, published, said = SHA256[case]
-    cached = downloads() / "mini-0.1.tar.gz"
+    cached = ws.downloads() / "mini-0.1.tar.gz"
     served = tmp_path / "served.tar.gz"
     shutil.copy(cached, served)
     if pin is None:  # the download was cut short
@@ -84,9 +83,8 @@ def test_a_sha256_mismatch_unpacks_nothing_and_says_which_side_is_wrong(
         cached.write_bytes(served.read_bytes()[: served.stat().st_size // 2])
     actual = sha256_of(cached)
     index = {"file's": actual, "pinned": pin, None: None}[published]
-    monkeypatch.setattr(
-        pins, "_index", lambda p: {cached.name: (served.as_uri(), index)}
-    )
+    listing = {cached.name: (served.as_uri(), index)}
+    monkeypatch.setattr(pins, "_index", lambda p: listing)
     wheel = Artifact("mini-0.1-py3-none-any.whl", "2" * 64)
     bad = ws._replace(pins=fx.make_pins(Artifact(cached.name, pin), wheel))
     message = refused(bad.sync)
@@ -103,23 +101,6 @@ def test_a_sha256_mismatch_unpacks_nothing_and_says_which_side_is_wrong(
         assert "downloading mini-0.1.tar.gz" in capsys.readouterr().out
         assert cached.read_bytes() == served.read_bytes()
         assert fx.subjects(ws.tree) == fx.SUBJECTS
-
-
-def test_a_mismatching_download_is_kept_and_another_release_refused(ws, monkeypatch):
-    cached = downloads() / "mini-0.1.tar.gz"
-    served = cached.rename(cached.with_name("served.tar.gz"))
-    index = {cached.name: (served.as_uri(), sha256_of(served))}
-    monkeypatch.setattr(pins, "_index", lambda p: index)
-    bad = ws._replace(pins=fx.make_pins(Artifact(cached.name, "1" * 64)))
-    message = refused(bad.sync)
-    assert f"sha256 mismatch for {cached}:" in message
-    assert "The file is kept." in message
-    assert cached.read_bytes() == served.read_bytes()
-    # An sdist of another release than pinned is refused.
-    other = fx.make_sdist(downloads() / "mini-0.2.tar.gz", fx.BASE_FILES)  # says 0.1
-    with pytest.raises(ForkToolError, match=r"is mini 0.1 \(its PKG-INFO\), not"):
-        fetch_sdist(dataclasses.replace(ws.pins, version="0.2", sdist=other))
-    assert fetch_sdist(ws.pins).name == "mini-0.1.tar.gz"
 
 
 PINS_EDITS = {  # pins.toml's text, edited; what the refusal says
@@ -177,8 +158,7 @@ def test_a_patch_that_applies_other_content_than_it_names_is_refused(ws, edit):
         assert fx.subjects(fork) == ["[Core] First"] and clean(fork)
     assert old_head in git(ws.tree, "rev-parse", "--branches=backup/").stdout
     git(ws.patches, "checkout", "--", ".")  # `git checkout patches`
-    assert "applied 2 patches" in ws.sync()
-    assert head(ws.tree) != old_head
+    assert "applied 2 patches" in ws.sync() and head(ws.tree) != old_head
     assert fx.trees(ws.tree)[-1] == head(ws.tree, f"{old_head}^{{tree}}")
     assert "is what export writes (3 patches)" in ws.export(check=True)
 
@@ -209,7 +189,6 @@ def test_a_patch_that_does_not_apply_or_cannot_be_read_gets_one_message(ws, case
     assert f"git's output: {log}" in message
     assert not (ws.tree / ".git" / "rebase-apply").exists() and clean(ws.tree)
     assert fx.subjects(ws.tree) == ["[Core] First"]
-    # Nothing is lost by the half-built fork: export refuses to drop the patch.
     with pytest.raises(ForkToolError, match="0002-Core-Second.patch: not applied yet"):
         ws.export()
     if case == "its context changed":
@@ -241,18 +220,15 @@ def test_commits_carry_their_authors_identity_and_force_keeps_local_work(ws):
     assert "user.name" not in config and "user.email" not in config
     log = git(ws.tree, "log", "--format=%an <%ae>|%cn <%ce>").stdout.splitlines()
     assert log == [f"{PERSON}|{PERSON}", f"{fx.AUTHOR}|{fx.AUTHOR}"]
-    # A fork made by an earlier version of the tool loses the tool's identity.
     git(ws.tree, "config", "user.name", "Test Project")
     git(ws.tree, "config", "user.email", "test-project@noreply.invalid")
     ws.sync()
     assert "user." not in git(ws.tree, "config", "--local", "--list").stdout
-    # Rebuilt by the tool: the author stays the person, the tool commits it.
     shutil.rmtree(ws.tree)
     ws.sync()
     log = git(ws.tree, "log", "-1", "--format=%an <%ae>|%cn <%ce>").stdout
     assert log.strip() == f"{PERSON}|{fx.AUTHOR}"
-    # sync --force rebuilds a pure rename (no `index` line; the staging worktree
-    # still checks it out) and keeps local work on a backup.
+    # sync --force rebuilds a pure rename (no `index` line), keeps local work.
     git(ws.tree, "mv", "mini/util.py", "mini/helpers.py")
     git(ws.tree, "commit", "-qm", f"[Misc] Rename\n\nSigned-off-by: {PERSON}")
     ws.export()
@@ -266,9 +242,7 @@ def test_commits_carry_their_authors_identity_and_force_keeps_local_work(ws):
     assert not (ws.tree / "mini/util.py").exists()
 
 
-def test_the_users_settings_leave_the_tools_commits_alone_and_start_no_gc(
-    ws, tmp_path, monkeypatch
-):
+def test_user_settings_leave_tool_commits_alone_and_no_gc(ws, tmp_path, monkeypatch):
     assert "gc.auto=0" in NEUTRAL and "maintenance.auto=false" in NEUTRAL
     ws.series_of(*THREE)
     # Blobs all in .git/objects/17/: `git gc --auto` packs past 6700 / 256 there.
@@ -291,7 +265,6 @@ def test_the_users_settings_leave_the_tools_commits_alone_and_start_no_gc(
             f"[core]\n\thooksPath = {hooks}\n[init]\n\ttemplateDir = {tmp_path}\n"
             "[am]\n\tmessageid = true\n"
         )
-    # A gc would run in the foreground, and pack every loose object.
     monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'gc.autodetach'='false'")
     other = ws.clone()
     assert git(other, "log", "--format=%H").stdout == ids
@@ -299,7 +272,6 @@ def test_the_users_settings_leave_the_tools_commits_alone_and_start_no_gc(
     counts = dict(line.split(": ") for line in counted)
     assert counts["packs"] == "0" and int(counts["count"]) > 30
     assert not (other / ".git" / "gc.pid").exists()
-    # People's own commits keep their settings: their hooks, their signing.
     (other / "mini/extra.py").write_text("EXTRA = 2\n")
     own = ["git", "-C", str(other), "commit", "-qam", "mine"]
     hooked = subprocess.run(own, capture_output=True)

@@ -1,5 +1,4 @@
-"""A teammate's change to the series (patches/) meets the fork's local work:
-sync brings it in, and the advice keeps both sides' changes."""
+"""A teammate's change to patches/ meets local work: sync and the advice keep both."""
 
 import re
 import subprocess
@@ -16,8 +15,7 @@ REWORDED = ["[Core] First", "[Core] Second", "[Core] Third, reworded"]
 
 
 def teammate_changed(ws, exported, change) -> tuple[Path, dict[str, bytes]]:
-    """The series `exported`, then a teammate's `change` to it, published:
-    their fork and patches/ then."""
+    """`exported`, then a teammate's `change`, published: their fork, patches/."""
     ws.series_of(*exported)
     change(theirs := ws.teammate())
     return theirs, ws.publish(theirs)
@@ -51,8 +49,7 @@ def test_sync_brings_in_a_teammates_change_and_export_refuses_to_undo_it(ws, cha
     listed = [line for line in message.splitlines() if line.startswith("  ")]
     expected = [f"  {c}: {said}" for c in changed]
     assert [line.split(" (")[0] for line in listed] == expected
-    assert "Run `python3 -m forktool sync` first" in message
-    assert ws.snapshot() == pulled
+    assert "Run `python3 -m forktool sync` first" in message and ws.snapshot() == pulled
     message = ws.sync()  # no --force needed: the fork is only behind
     listed = [line for line in message.splitlines() if line.startswith("  ")]
     assert re.findall(r"\S+\.patch", message) == changed  # one name for each
@@ -79,7 +76,6 @@ def test_a_fork_from_before_records_tells_a_dropped_patch_from_local_work(ws):
     (ws.tree / ".git" / "forktool-synced").unlink()  # made by an earlier version
     fx.commit(ws.tree, *fx.LOCAL)
     message = fx.refused(ws.sync)
-    # The dropped patch was committed in this repository: not local work.
     assert "0002-Core-Second.patch: dropped from the series" in message
     assert "0004-Core-Local.patch: only in the fork" in message
     assert "cherry-pick" in message and "Second" not in message.split("To keep")[1]
@@ -110,8 +106,7 @@ def test_local_work_and_a_change_to_the_series_both_survive_the_advice(ws, case)
     assert fx.subjects(ws.tree) == [f"[Core] {s}" for s in after]
     assert ws.names() == [f"{i:04}-Core-{s}.patch" for i, s in enumerate(after, 1)]
     assert kept in (ws.patches / name).read_text()
-    checked = ws.export(check=True)
-    assert f"is what export writes ({len(after)} patches)" in checked
+    assert f"is what export writes ({len(after)} patches)" in ws.export(check=True)
 
 
 BOTH = {  # the series, their change, mine (patch, file, code), their text, after
@@ -201,11 +196,9 @@ def test_a_patch_dropped_on_one_side_and_changed_on_the_other(ws, where, keep):
         error = fx.refusal(command)
         assert isinstance(error, ConflictError) and f"  {said}\n" in str(error)
         assert ws.snapshot() == pulled
-    # The advice's commands for keeping the change or the drop.
     change, drop = str(fx.refusal(ws.sync)).split("\nOr the same, keeping the drop of ")
-    ws.follow(
-        change.split("keeping the changed version of ")[1] if keep == "change" else drop
-    )
+    change = change.split("keeping the changed version of ")[1]
+    ws.follow(change if keep == "change" else drop)
     kept = ["[Core] First", "[Core] Third"]
     if keep == "change":
         kept.insert(1 if where == "dropped in the fork" else 2, "[Core] Second")

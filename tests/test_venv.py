@@ -1,5 +1,4 @@
-"""The venv: its lock, its self-check (on a venv of synthetic wheels), one per
-clone."""
+"""The venv: its lock, its self-check (on a venv of synthetic wheels), one per clone."""
 
 import base64
 import dataclasses
@@ -44,8 +43,7 @@ def test_the_committed_lock_is_current_and_a_pins_change_needs_a_relock(
     relocked.write_text(f"<<<<<<< ours\n# pins-digest: old\n=======\n{ours}")
     with pytest.raises(ForkToolError, match="pins.toml changed"):
         venv_lock.current(moved, relocked)
-    # A re-lock hands uv the current lock as its preferences: adding a pin moves
-    # no other version, as uv keeps what its -o file pins.
+    # A re-lock hands uv the current lock as its -o file: adding a pin moves no other.
     old = relocked
     old.write_text("# pins-digest: old\nkept==1.0 \\\n    --hash=sha256:aa\n")
     seen = []

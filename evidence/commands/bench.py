@@ -41,9 +41,13 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help=quick)
     sizes = " ".join(map(str, bench.SIZES))
     parser.add_argument(
-        "--sizes", type=int, nargs="+", default=list(bench.SIZES), metavar="N",
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=list(bench.SIZES),
+        metavar="N",
         help=f"the numbers of requests, one case each (default: {sizes})",
-    )  # fmt: skip
+    )
     turns = "measurements per case, the fork and base processes taking turns"
     parser.add_argument("--repeats", type=int, default=5, help=f"{turns} (default: 5)")
     median = "scheduler steps in each measurement, which is their median time"

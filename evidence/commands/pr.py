@@ -24,11 +24,18 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 
 
 def options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--signoff", metavar='"NAME <EMAIL>"', help="re-sign the kit's "
-                        "series (never patches/) for this submitter, with the "
-                        "AI-attribution trailer")  # fmt: skip
-    parser.add_argument("--allow-partial", action="store_true", help="render without "
-                        'missing or stale results, marked "not measured"')  # fmt: skip
+    parser.add_argument(
+        "--signoff",
+        metavar='"NAME <EMAIL>"',
+        help="re-sign the kit's "
+        "series (never patches/) for this submitter, with the "
+        "AI-attribution trailer",
+    )
+    parser.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help='render without missing or stale results, marked "not measured"',
+    )
 
 
 COMMAND = Command(

@@ -38,11 +38,13 @@ def measured_on(found: Found, facts: Facts) -> str:
         when = f"between {dates[0]} and {dates[-1]}"
     failing = ", ".join(sorted(r.check for r in measured if not r.ok))
     verdict = f"\n\n**Checks that failed on this tree: {failing}.**" if failing else ""
-    return (f"Measured on the fork tree `{facts.tree[:12]}` (vLLM "
-            f"{facts.base_version} + the {len(facts.patches)} patches) by "
-            f"`python3 -m forktool setup`/`test`, {when}, on a CPU-only machine "
-            f'(`VLLM_TARGET_DEVICE=cpu`, `HF_HUB_OFFLINE=1`). "{NOT_MEASURED}" marks '
-            f"a check without a result for this tree.{verdict}\n")  # fmt: skip
+    return (
+        f"Measured on the fork tree `{facts.tree[:12]}` (vLLM "
+        f"{facts.base_version} + the {len(facts.patches)} patches) by "
+        f"`python3 -m forktool setup`/`test`, {when}, on a CPU-only machine "
+        f'(`VLLM_TARGET_DEVICE=cpu`, `HF_HUB_OFFLINE=1`). "{NOT_MEASURED}" marks '
+        f"a check without a result for this tree.{verdict}\n"
+    )
 
 
 def validation(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
@@ -100,12 +102,14 @@ def fork_checks_section(found: Found) -> str:
         sections.fuzz_row(found[checks.PLANNER_FUZZ], found[checks.FUZZ_CATCHES_BASE]),
         sections.overrides_row(found[checks.OVERRIDES]),
     ]
-    body = ["These run from the fork's repository, against vLLM as released and "
-            "the series applied to it; they are not part of this PR.\n",
-            "\n".join(table) + "\n",
-            sections.fence(sections.COMMANDS) + "\n",
-            sections.mutants_block(found[checks.MUTANTS]),
-            sections.overrides_block(found[checks.OVERRIDES])]  # fmt: skip
+    body = [
+        "These run from the fork's repository, against vLLM as released and "
+        "the series applied to it; they are not part of this PR.\n",
+        "\n".join(table) + "\n",
+        sections.fence(sections.COMMANDS) + "\n",
+        sections.mutants_block(found[checks.MUTANTS]),
+        sections.overrides_block(found[checks.OVERRIDES]),
+    ]
     summary = "The fork's own checks (not in this PR), and how to run them"
     return sections.collapsed(summary, "\n".join(part for part in body if part)) + "\n"
 
@@ -155,18 +159,21 @@ def fill(template: str, bodies: dict[str, str], ticked: list[str]) -> str:
     return out
 
 
-def render(template: str, prose: dict[str, Any], found: Found,
-           facts: Facts) -> tuple[str, str]:  # fmt: skip
+def render(
+    template: str, prose: dict[str, Any], found: Found, facts: Facts
+) -> tuple[str, str]:
     """description.md, within LINE_BUDGET lines, and evidence.md."""
     one_line = sections.one_line
     related = "; ".join(
         f"#{r['number']} {one_line(r['how'])}" for r in prose["related"]
     )
-    bodies = {"Overview": f"{sections.reflow(prose['summary'])}\n\n"
-                          f"Related, none a duplicate: {related}.",
-              "Claims": "\n".join(f"- {one_line(claim)}" for claim in prose["claims"]),
-              "Validation": validation(found, facts, prose),
-              "Details": details(prose, facts)}  # fmt: skip
+    bodies = {
+        "Overview": f"{sections.reflow(prose['summary'])}\n\n"
+        f"Related, none a duplicate: {related}.",
+        "Claims": "\n".join(f"- {one_line(claim)}" for claim in prose["claims"]),
+        "Validation": validation(found, facts, prose),
+        "Details": details(prose, facts),
+    }
     description = fill(template, bodies, prose["checklist_ticked"])
     lines = len(description.splitlines())
     if lines > LINE_BUDGET:

@@ -29,9 +29,17 @@ def resign(fork: Path, signer: str, neutral: str, trailer: str) -> str:
         message = git(fork, "log", "-1", "--format=%B", commit).stdout
         drop = f"Signed-off-by: {neutral}"
         kept = "\n".join(s for s in message.splitlines() if s.strip() != drop)
-        message = git(None, "interpret-trailers", "--if-exists", "addIfDifferent",
-                      "--trailer", trailer, "--trailer", f"Signed-off-by: {signer}",
-                      input=kept.rstrip() + "\n").stdout  # fmt: skip
+        message = git(
+            None,
+            "interpret-trailers",
+            "--if-exists",
+            "addIfDifferent",
+            "--trailer",
+            trailer,
+            "--trailer",
+            f"Signed-off-by: {signer}",
+            input=kept.rstrip() + "\n",
+        ).stdout
         date = git(fork, "log", "-1", "--format=%aI", commit).stdout.strip()
         env = {**identity(signer), "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
         parent = git(fork, "commit-tree", f"{commit}^{{tree}}", "-p", parent, "-F", "-",
@@ -66,22 +74,36 @@ def write_kit(fork: Path, out: Path, documents: dict[str, str], subject: str,
             (partial / name).write_text(text)
         (partial / "title.txt").write_text(subject + "\n")
         # The series from `sender`, the cover letter's subject and blurb filled in.
-        git(fork, "format-patch", "--cover-letter", "--no-signature", "--full-index",
-            "-o", str(partial / "series"), f"{BASE_TAG}..{head}",
-            env={**ISOLATED, **identity(sender)})  # fmt: skip
+        git(
+            fork,
+            "format-patch",
+            "--cover-letter",
+            "--no-signature",
+            "--full-index",
+            "-o",
+            str(partial / "series"),
+            f"{BASE_TAG}..{head}",
+            env={**ISOLATED, **identity(sender)},
+        )
         cover = partial / "series" / "0000-cover-letter.patch"
         text = cover.read_text()
         if "*** SUBJECT HERE ***" not in text or "*** BLURB HERE ***" not in text:
             raise ForkToolError(f"git format-patch wrote an unexpected {cover.name}")
         blurb = plain_text(documents["description.md"]).rstrip()
-        cover.write_text(text.replace("*** SUBJECT HERE ***", subject, 1)
-                         .replace("*** BLURB HERE ***", blurb, 1))  # fmt: skip
+        cover.write_text(
+            text.replace("*** SUBJECT HERE ***", subject, 1).replace(
+                "*** BLURB HERE ***", blurb, 1
+            )
+        )
         pack_preimages(fork, partial / "preimages.pack")
         command = shlex.quote(shlex.join(["python", "-m", "pytest", *tests]))
         script = partial / "apply-to-vllm.sh"
         template = Path(__file__).with_name(script.name).read_text()
-        script.write_text(template.replace("@@REF@@", ref).replace("@@BRANCH@@", branch)
-                          .replace("@@TESTS@@", command))  # fmt: skip
+        script.write_text(
+            template.replace("@@REF@@", ref)
+            .replace("@@BRANCH@@", branch)
+            .replace("@@TESTS@@", command)
+        )
         script.chmod(0o755)
         old = out.with_name(f".{out.name}.old")
         shutil.rmtree(old, ignore_errors=True)

@@ -24,13 +24,17 @@ def markdownlint(fork: Path, description: str) -> None:
     footer, which is the template's own text.
     """
     bin_dir = ensure_precommit(precommit_requirement(fork))
-    hooks = [{**hook, "args": [a for a in hook.get("args", []) if a != "--fix"]}
-             for repo in load_config(bin_dir, fork)["repos"] for hook in repo["hooks"]
-             if hook["id"] == "markdownlint-cli2"]  # fmt: skip
+    hooks = [
+        {**hook, "args": [a for a in hook.get("args", []) if a != "--fix"]}
+        for repo in load_config(bin_dir, fork)["repos"]
+        for hook in repo["hooks"]
+        if hook["id"] == "markdownlint-cli2"
+    ]
     if len(hooks) != 1:
         raise ForkToolError(f"{fork / CONFIG} has {len(hooks)} markdownlint-cli2 hooks")
-    text = description.replace("<!-- markdownlint-disable -->",
-                               "<!-- markdownlint-disable MD041 -->", 1)  # fmt: skip
+    text = description.replace(
+        "<!-- markdownlint-disable -->", "<!-- markdownlint-disable MD041 -->", 1
+    )
     # The checklist after the template's last `---` is upstream's own text.
     if "\n---\n" in text:
         text = text[: text.rfind("\n---\n")].rstrip() + "\n"

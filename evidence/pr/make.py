@@ -46,10 +46,19 @@ def load_results(store: Path, tree: str, allow_partial: bool) -> Found:
     return found
 
 
-def make_kit(fork: Path, store: Path, out: Path, prose_file: Path, review: Path,
-             version: str, neutral: str, signer: str | None, allow_partial: bool,
-             lint: Callable[[Path, str], None],
-             tests: tuple[str, ...]) -> str:  # fmt: skip
+def make_kit(
+    fork: Path,
+    store: Path,
+    out: Path,
+    prose_file: Path,
+    review: Path,
+    version: str,
+    neutral: str,
+    signer: str | None,
+    allow_partial: bool,
+    lint: Callable[[Path, str], None],
+    tests: tuple[str, ...],
+) -> str:
     """Render, lint, then write build/pr/; any error before that writes nothing.
 
     `tests`: the pytest arguments of the series' regression tests, which the
@@ -75,8 +84,14 @@ def make_kit(fork: Path, store: Path, out: Path, prose_file: Path, review: Path,
     runners = re.search(
         r"^#+ [^\n]*[Rr]unners[^\n]*\n(.*?)(?=^#+ |\Z)", text, re.M | re.S
     )
-    facts = Facts(tree, version, series_subjects(fork), signer, neutral,
-                  runners[1].strip() if runners else "")  # fmt: skip
+    facts = Facts(
+        tree,
+        version,
+        series_subjects(fork),
+        signer,
+        neutral,
+        runners[1].strip() if runners else "",
+    )
     template = git(fork, "show", f"HEAD:{TEMPLATE}").stdout
     description, evidence = render(template, prose, found, facts)
     lint(fork, description)

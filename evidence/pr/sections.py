@@ -62,8 +62,12 @@ def fence(text: str) -> str:
 
 def spaced_tables(markdown: str) -> str:
     """Table delimiter rows as `| --- |`, the style vLLM's markdownlint wants."""
-    return re.sub(r"^\|(?:-+\|)+$", lambda m: "|" + " --- |" * m[0].count("-|"),
-                  markdown, flags=re.M)  # fmt: skip
+    return re.sub(
+        r"^\|(?:-+\|)+$",
+        lambda m: "|" + " --- |" * m[0].count("-|"),
+        markdown,
+        flags=re.M,
+    )
 
 
 def collapsed(summary: str, body: str) -> str:
@@ -73,15 +77,21 @@ def collapsed(summary: str, body: str) -> str:
 def _sides(matrix: CheckResult, fork_tests: bool) -> tuple[dict, dict[str, dict]]:
     """The base's outcomes and each patch's, in order, of this repository's
     fork_tests/ or (not `fork_tests`) of the series' tests."""
-    sides = {column: {t: o for t, o in got["outcomes"].items()
-                      if t.startswith("fork_tests/") == fork_tests}
-             for column, got in sorted(matrix.data["columns"].items())}  # fmt: skip
+    sides = {
+        column: {
+            t: o
+            for t, o in got["outcomes"].items()
+            if t.startswith("fork_tests/") == fork_tests
+        }
+        for column, got in sorted(matrix.data["columns"].items())
+    }
     return sides.pop("base+tests"), sides
 
 
 def _at_each_patch(patches: dict[str, dict]) -> str:
-    at_each = "; ".join(f"{c}: {outcome_text(o) or 'nothing ran'}" for c, o in
-                        patches.items())  # fmt: skip
+    at_each = "; ".join(
+        f"{c}: {outcome_text(o) or 'nothing ran'}" for c, o in patches.items()
+    )
     return row("The same, at each patch (bisectable)", "—", at_each)
 
 
@@ -94,8 +104,13 @@ def regression_rows(matrix: Got) -> list[str]:
     base, patches = _sides(matrix, False)
     series = patches[max(patches)]
     both = {test: series[test] for test in base if test in series}
-    rows = [row(f"{what} ({len(base)} on both sides)", outcome_text(base),
-                outcome_text(both))]  # fmt: skip
+    rows = [
+        row(
+            f"{what} ({len(base)} on both sides)",
+            outcome_text(base),
+            outcome_text(both),
+        )
+    ]
     if only := {t: o for t, o in series.items() if t not in base}:
         what = f"The series' tests that expect its new field ({len(only)})"
         rows.append(row(what, "—", outcome_text(only)))
@@ -129,8 +144,10 @@ def matrix_evidence(matrix: Got) -> str:
     if matrix is None:
         return f"### Regression matrix\n\n{NOT_MEASURED}.\n"
     parts = ["### Regression matrix\n"]
-    for side, title in (("base", "On the base's code, with the series' test files"),
-                        ("series", "On the series")):  # fmt: skip
+    for side, title in (
+        ("base", "On the base's code, with the series' test files"),
+        ("series", "On the series"),
+    ):
         text = matrix.excerpts.get(f"{side} tracebacks") or matrix.excerpts.get(side)
         parts += [f"{title}:\n", fence(text or NOT_MEASURED) + "\n"]
     table = fence(matrix.data["table"]) + "\n"
@@ -153,8 +170,10 @@ def suite_rows(suite: Got) -> list[str]:
             ran += counts_text(base["counts"])
         names = ", ".join(f"`{test.rpartition('::')[2]}`" for test in flaky)
         again = f"; failed, then passed when run again: {names}" if flaky else ""
-        fork = (f"{counts_text(run['fork']['counts'])} ({len(run['added'])} added by "
-                f"the series, {len(run['lost'])} lost{again})")  # fmt: skip
+        fork = (
+            f"{counts_text(run['fork']['counts'])} ({len(run['added'])} added by "
+            f"the series, {len(run['lost'])} lost{again})"
+        )
         what = f"vLLM's CPU job `pytest {' '.join(run['args'])}`"
         rows.append(row(what, f"{base['collected']} collected; {ran}", fork))
     return rows
@@ -213,8 +232,11 @@ def e2e_row(gpu: Got, ran: Got, prose: dict[str, Any]) -> str:
         return row(what, "—", "not run: no 2 GPUs here" if gpu else NOT_MEASURED)
     runs = ran.data["runs"]
     without = outcome_text(runs["without-resolution"]["outcomes"])
-    return row(what, f"without the resolution: {without}",
-               outcome_text(runs["series"]["outcomes"]))  # fmt: skip
+    return row(
+        what,
+        f"without the resolution: {without}",
+        outcome_text(runs["series"]["outcomes"]),
+    )
 
 
 def gpu_command(gpu: Got) -> str:
@@ -222,8 +244,10 @@ def gpu_command(gpu: Got) -> str:
     if gpu is None:
         return ""
     command = fence(f"python -m pytest {shlex.join(gpu.data['args'])} -v -s")
-    return ("The E2E test, on two GPUs (dummy weights; the model's config and "
-            f"tokenizer come from the Hub):\n\n{command}\n")  # fmt: skip
+    return (
+        "The E2E test, on two GPUs (dummy weights; the model's config and "
+        f"tokenizer come from the Hub):\n\n{command}\n"
+    )
 
 
 def gpu_block(gpu: Got, ran: Got, prose: dict[str, Any]) -> str:
@@ -272,9 +296,12 @@ def bench_block(measured: Got, prose: dict[str, Any]) -> str:
         f"Measured by `{measured.command}` on {measured.date} "
         f"({BENCH_HEADLINE[bench.overall(verdicts)]}):\n",
         fence(bench.summary(verdicts)) + "\n",
-        *(collapsed(name, fence(text)) + "\n"
-          for name, text in measured.excerpts.items() if name != "goals"),
-    ]  # fmt: skip
+        *(
+            collapsed(name, fence(text)) + "\n"
+            for name, text in measured.excerpts.items()
+            if name != "goals"
+        ),
+    ]
     return "\n".join(lines)
 
 
@@ -299,10 +326,17 @@ def fuzz_row(fuzz: Got, caught: Got) -> str:
 
 
 def overrides_row(overrides: Got) -> str:
-    what = ("Out-of-tree overrides of `needs_kv_cache_zeroing` (replace, wrap "
-            "`fget`, `__dict__` lookup)")  # fmt: skip
-    return row(what, *(outcome_text(overrides.data[tree]) if overrides else
-                       NOT_MEASURED for tree in ("base", "fork")))  # fmt: skip
+    what = (
+        "Out-of-tree overrides of `needs_kv_cache_zeroing` (replace, wrap "
+        "`fget`, `__dict__` lookup)"
+    )
+    return row(
+        what,
+        *(
+            outcome_text(overrides.data[tree]) if overrides else NOT_MEASURED
+            for tree in ("base", "fork")
+        ),
+    )
 
 
 def overrides_block(overrides: Got) -> str:
@@ -332,14 +366,24 @@ def mutants_block(mutants: Got) -> str:
         again = f"run `{mutants.command}`"
         return f"{title}: recorded without who killed each mutant; {again}.\n"
     tally = Counter(r["kind"] for r in rows)
-    fork_only = {(r["file"], r["line"], r["gpu_only"]) for r in rows if
-                 r["kind"] == "killed (fork tests only)" and r["gpu_only"]}  # fmt: skip
+    fork_only = {
+        (r["file"], r["line"], r["gpu_only"])
+        for r in rows
+        if r["kind"] == "killed (fork tests only)" and r["gpu_only"]
+    }
     table = [
         "| File:line | Mutation | Outcome | Killed by (or why equivalent) |",
         "| --- | --- | --- | --- |",
-        *(row(f"`{r['file']}:{r['line']}`", _cell(r["mutation"]), r["kind"],
-              _cell(r["detail"])) for r in rows),
-    ]  # fmt: skip
+        *(
+            row(
+                f"`{r['file']}:{r['line']}`",
+                _cell(r["mutation"]),
+                r["kind"],
+                _cell(r["detail"]),
+            )
+            for r in rows
+        ),
+    ]
     unreachable = "".join(
         f" `{file}:{line}` is killed only by the fork tests: {reason}."
         for file, line, reason in sorted(fork_only)

@@ -55,18 +55,21 @@ class _Strict(argparse.ArgumentParser):
 def parser(description: str | None, argv: list[str]) -> argparse.ArgumentParser:
     """`python3 -m forktool`'s parser for `argv`; `args.subcommand.run` does
     what is asked. Only the command `argv` names is imported, for its options."""
-    parser = argparse.ArgumentParser("python3 -m forktool", description=description,
-                                     allow_abbrev=False)  # fmt: skip
-    sub = parser.add_subparsers(dest="command_name", metavar="<command>", required=True,
-                                parser_class=_Strict)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        "python3 -m forktool", description=description, allow_abbrev=False
+    )
+    sub = parser.add_subparsers(
+        dest="command_name", metavar="<command>", required=True, parser_class=_Strict
+    )
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
     for name, help in COMMANDS.items():
         if name != chosen:
             sub.add_parser(name, help=help, allow_abbrev=False)
             continue
         named = command(name)
-        options = sub.add_parser(name, help=help, description=named.description,
-                                 allow_abbrev=False)  # fmt: skip
+        options = sub.add_parser(
+            name, help=help, description=named.description, allow_abbrev=False
+        )
         named.options(options)
         options.set_defaults(subcommand=named)
     return parser

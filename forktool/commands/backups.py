@@ -24,9 +24,13 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 
 
 def options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--prune", action="store_true", help="delete the backups whose "
-                        "patches are all in the fork or in the git history of "
-                        "patches/")  # fmt: skip
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="delete the backups whose "
+        "patches are all in the fork or in the git history of "
+        "patches/",
+    )
 
 
 COMMAND = Command(__doc__, run, options)

@@ -26,9 +26,13 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 
 
 def options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1, "
-                        "naming the files, unless patches/ is what export would "
-                        "write")  # fmt: skip
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1, "
+        "naming the files, unless patches/ is what export would "
+        "write",
+    )
 
 
 COMMAND = Command(__doc__, run, options)

@@ -34,8 +34,11 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-C", dest="directory", default=".", help="run in this directory"
     )
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command and its "
-                        "arguments, after `--` (e.g. `-- pytest -x`)")  # fmt: skip
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        help="the command and its arguments, after `--` (e.g. `-- pytest -x`)",
+    )
 
 
 COMMAND = Command(__doc__, run, options, locks=False)

@@ -32,9 +32,13 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
 
 
 def options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--force", action="store_true", help="rebuild the fork from "
-                        "the series even though it holds work the series lacks (its "
-                        "commits are kept on a backup/<time> branch)")  # fmt: skip
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild the fork from "
+        "the series even though it holds work the series lacks (its "
+        "commits are kept on a backup/<time> branch)",
+    )
 
 
 COMMAND = Command(__doc__, run, options)
