@@ -70,14 +70,8 @@ def compare(
     failing = set(on_fork.with_outcome("failed", "error")) - flaky
     on_base_too = failing & set(on_base.with_outcome("failed", "error"))
     skipped = set(on_fork.with_outcome("skipped")) & set(on_base.with_outcome("passed"))
-    kinds = (
-        fork_ids - base_ids,
-        base_ids - fork_ids,
-        failing - on_base_too,
-        on_base_too,
-        skipped,
-        flaky,
-    )
+    added, lost = fork_ids - base_ids, base_ids - fork_ids
+    kinds = (added, lost, failing - on_base_too, on_base_too, skipped, flaky)
     return dict(zip(KINDS, map(sorted, kinds), strict=True))
 
 

@@ -94,11 +94,8 @@ def measure() -> Measured:
     passed = set(series["outcomes"].values()) == {"passed"}
     failed = bool({"failed", "error"} & set(without["outcomes"].values()))
     tails = {"series": series_tail, "without-resolution": without_tail}
-    data = {
-        "args": list(args),
-        "reverted": reverted,
-        "runs": {"series": series, "without-resolution": without},
-    }
+    runs = {"series": series, "without-resolution": without}
+    data = {"args": list(args), "reverted": reverted, "runs": runs}
     counts = dict(Counter(series["outcomes"].values()))
     verdict = "PASS" if passed and failed else "FAIL"
     print(f"{verdict} (it must pass on the series and fail without the resolution)")

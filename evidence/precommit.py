@@ -105,15 +105,8 @@ class PreCommit:
         # Hook environments are cached across runs and worktrees.
         home = str(cache_dir() / "pre-commit-home")
         env = process.environ(PRE_COMMIT_HOME=home, **env)
-        cmd = [
-            str(self.bin_dir / "pre-commit"),
-            "run",
-            hook_key(hook),
-            "--color=never",
-            "--config",
-            str(self.config),
-            *args,
-        ]
+        cmd = [str(self.bin_dir / "pre-commit"), "run", hook_key(hook), "--color=never"]
+        cmd += ["--config", str(self.config), *args]
         start = self.log.stat().st_size if self.log.exists() else 0
         began = time.monotonic()
         with self.log.open("a") as out:  # appended as it runs, to follow it
@@ -190,18 +183,11 @@ def check_messages(
     a hook changes fails it. `git config user.*` reads as the patch's author,
     the identity a DCO check asks the sign-off of.
     """
-    can_run = runnable(config)
-    hooks = [
-        selected(can_run, "commit-msg", hook)
-        for hook in stage_hooks(can_run, "commit-msg")
-    ]
-    tree = pre_commit.tree
-    editmsg = Path(
-        git(
-            tree, "rev-parse", "--path-format=absolute", "--git-path", "COMMIT_EDITMSG"
-        ).stdout.strip()
-    )
-    args = ("--hook-stage", "commit-msg", "--commit-msg-filename", str(editmsg))
+    can_run, stage, tree = runnable(config), "commit-msg", pre_commit.tree
+    hooks = [selected(can_run, stage, h) for h in stage_hooks(can_run, stage)]
+    where = ("rev-parse", "--path-format=absolute", "--git-path", "COMMIT_EDITMSG")
+    editmsg = Path(git(tree, *where).stdout.strip())
+    args = ("--hook-stage", stage, "--commit-msg-filename", str(editmsg))
     results = []
     for number, commit in enumerate(series_commits(tree) if hooks else [], 1):
         name, email, message = git(

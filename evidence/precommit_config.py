@@ -114,13 +114,8 @@ def local_hook(url: str, version: str, hook: Hook) -> Hook:
         requirement.format(version=version),
         *hook.get("additional_dependencies", []),
     ]
-    local = {
-        "id": hook["id"],
-        **manifest,
-        **hook,
-        "language": language,
-        "additional_dependencies": deps,
-    }
+    local = {"id": hook["id"], **manifest, **hook, "language": language}
+    local["additional_dependencies"] = deps
     if language == "node":
         # Any other version is downloaded from nodejs.org; npm packages are not.
         local["language_version"] = "system"

@@ -47,9 +47,8 @@ def _inputs(pins: Pins) -> str:
 
 def write_lock(requirement: str, pins: Pins, path: Path = LOCK) -> str:
     """Resolve `requirement` into `path`; return what it pins, in a line."""
-    body = venv_lock.compile_hashed(
-        pins, [requirement], path, "vLLM's requirements/lint.txt"
-    )
+    named = "vLLM's requirements/lint.txt"
+    body = venv_lock.compile_hashed(pins, [requirement], path, named)
     header = (
         f"# pre-commit's venv in the cache: {requirement}, resolved by `{COMMAND}` "
         f"for CPython {pins.python} on {pins.platform}.\n"
@@ -102,16 +101,8 @@ def ensure_precommit(requirement: str, path: Path = LOCK) -> Path:
         tool = uv_binary(pins)
         shutil.rmtree(venv, ignore_errors=True)
         uv.run(tool, "venv", "-q", "--python", pins.python, str(venv))
-        uv.run(
-            tool,
-            "pip",
-            "sync",
-            "-q",
-            "--require-hashes",
-            "--python",
-            str(venv / "bin" / "python"),
-            str(lock_file),
-        )
+        sync = ("pip", "sync", "-q", "--require-hashes", "--python")
+        uv.run(tool, *sync, str(venv / "bin" / "python"), str(lock_file))
         (venv / COMPLETE).write_text(wanted + "\n")
     return venv / "bin"
 

@@ -1,4 +1,11 @@
-"""`pr`: the upstream PR kit in build/pr/, from the results."""
+"""Render the upstream PR kit from the results `setup` and `test` wrote to
+build/results/: description.md (vLLM's PR template, checked with vLLM's markdownlint
+settings), series/ (format-patch with a cover letter), apply-to-vllm.sh (git am -3 of
+each patch on a new branch at any ref) and preimages.pack (the blobs it merges from).
+It refuses, writing nothing, when a result is missing or was measured on another tree
+than the fork's HEAD, and names the command that refreshes it, and when programs it
+runs (git; Node.js and npm for markdownlint) are missing. Writes: build/pr/ only;
+never patches/."""
 
 from __future__ import annotations
 
@@ -38,16 +45,4 @@ def options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-COMMAND = Command(
-    "Render the upstream PR kit from the results `setup` and `test` wrote to "
-    "build/results/: description.md (vLLM's PR template, checked with vLLM's "
-    "markdownlint settings), series/ (format-patch with a cover letter), "
-    "apply-to-vllm.sh (git am -3 of each patch on a new branch at any ref) and "
-    "preimages.pack (the blobs it merges from). It refuses, writing nothing, "
-    "when a result is missing or was measured on another tree than the fork's "
-    "HEAD, and names the command that refreshes it, and when programs it runs "
-    "(git; Node.js and npm for markdownlint) are missing. Writes: build/pr/ only; "
-    "never patches/.",
-    run,
-    options,
-)
+COMMAND = Command(__doc__, run, options)

@@ -8,7 +8,7 @@ from typing import Any
 
 from evidence import checks
 from evidence.pr import sections
-from evidence.pr.sections import NOT_MEASURED, Found
+from evidence.pr.sections import NOT_MEASURED, Found, one_line
 from forktool.process import ForkToolError
 
 TEMPLATE = ".github/PULL_REQUEST_TEMPLATE.md"
@@ -140,17 +140,15 @@ def fill(template: str, bodies: dict[str, str], ticked: list[str]) -> str:
     of its checklist ticked. A section or box the template lacks is an error."""
     out = template
     for heading, body in bodies.items():
-        pattern = re.compile(
-            rf"^## {re.escape(heading)}[ \t]*\n+<!--.*?-->", re.M | re.S
+        found = re.search(
+            rf"^## {re.escape(heading)}[ \t]*\n+<!--.*?-->", out, re.M | re.S
         )
-        found = pattern.search(out)
         if found is None:
             raise ForkToolError(
                 f"{TEMPLATE} has no `## {heading}` section with a placeholder "
                 "comment: the template changed; update evidence/pr/description.py"
             )
-        filled = f"## {heading}\n\n{body}"
-        out = out[: found.start()] + filled + out[found.end() :]
+        out = out[: found.start()] + f"## {heading}\n\n{body}" + out[found.end() :]
     for box in ticked:
         pattern = re.compile(rf"^- \[ \] (.*{re.escape(box)})", re.M)
         out, n = pattern.subn(r"- [x] \1", out)
@@ -163,7 +161,6 @@ def render(
     template: str, prose: dict[str, Any], found: Found, facts: Facts
 ) -> tuple[str, str]:
     """description.md, within LINE_BUDGET lines, and evidence.md."""
-    one_line = sections.one_line
     related = "; ".join(
         f"#{r['number']} {one_line(r['how'])}" for r in prose["related"]
     )

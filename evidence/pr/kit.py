@@ -25,20 +25,13 @@ def resign(fork: Path, signer: str, neutral: str, trailer: str) -> str:
     attribution `trailer`; the neutral identity's sign-off is dropped. Built
     with commit-tree: no branch, worktree or ref of the fork changes."""
     parent = git(fork, "rev-parse", f"{BASE_TAG}^{{commit}}").stdout.strip()
+    drop, sign = f"Signed-off-by: {neutral}", f"Signed-off-by: {signer}"
+    add = ("--if-exists", "addIfDifferent", "--trailer", trailer, "--trailer", sign)
     for commit in series_commits(fork):
         message = git(fork, "log", "-1", "--format=%B", commit).stdout
-        drop = f"Signed-off-by: {neutral}"
         kept = "\n".join(s for s in message.splitlines() if s.strip() != drop)
         message = git(
-            None,
-            "interpret-trailers",
-            "--if-exists",
-            "addIfDifferent",
-            "--trailer",
-            trailer,
-            "--trailer",
-            f"Signed-off-by: {signer}",
-            input=kept.rstrip() + "\n",
+            None, "interpret-trailers", *add, input=kept.rstrip() + "\n"
         ).stdout
         date = git(fork, "log", "-1", "--format=%aI", commit).stdout.strip()
         env = {**identity(signer), "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
@@ -74,36 +67,22 @@ def write_kit(fork: Path, out: Path, documents: dict[str, str], subject: str,
             (partial / name).write_text(text)
         (partial / "title.txt").write_text(subject + "\n")
         # The series from `sender`, the cover letter's subject and blurb filled in.
-        git(
-            fork,
-            "format-patch",
-            "--cover-letter",
-            "--no-signature",
-            "--full-index",
-            "-o",
-            str(partial / "series"),
-            f"{BASE_TAG}..{head}",
-            env={**ISOLATED, **identity(sender)},
-        )
-        cover = partial / "series" / "0000-cover-letter.patch"
+        series, env = partial / "series", {**ISOLATED, **identity(sender)}
+        opts = ("--cover-letter", "--no-signature", "--full-index", "-o", str(series))
+        git(fork, "format-patch", *opts, f"{BASE_TAG}..{head}", env=env)
+        cover = series / "0000-cover-letter.patch"
         text = cover.read_text()
         if "*** SUBJECT HERE ***" not in text or "*** BLURB HERE ***" not in text:
             raise ForkToolError(f"git format-patch wrote an unexpected {cover.name}")
         blurb = plain_text(documents["description.md"]).rstrip()
-        cover.write_text(
-            text.replace("*** SUBJECT HERE ***", subject, 1).replace(
-                "*** BLURB HERE ***", blurb, 1
-            )
-        )
+        text = text.replace("*** SUBJECT HERE ***", subject, 1)
+        cover.write_text(text.replace("*** BLURB HERE ***", blurb, 1))
         pack_preimages(fork, partial / "preimages.pack")
         command = shlex.quote(shlex.join(["python", "-m", "pytest", *tests]))
         script = partial / "apply-to-vllm.sh"
         template = Path(__file__).with_name(script.name).read_text()
-        script.write_text(
-            template.replace("@@REF@@", ref)
-            .replace("@@BRANCH@@", branch)
-            .replace("@@TESTS@@", command)
-        )
+        filled = template.replace("@@REF@@", ref).replace("@@BRANCH@@", branch)
+        script.write_text(filled.replace("@@TESTS@@", command))
         script.chmod(0o755)
         old = out.with_name(f".{out.name}.old")
         shutil.rmtree(old, ignore_errors=True)

@@ -84,14 +84,8 @@ def make_kit(
     runners = re.search(
         r"^#+ [^\n]*[Rr]unners[^\n]*\n(.*?)(?=^#+ |\Z)", text, re.M | re.S
     )
-    facts = Facts(
-        tree,
-        version,
-        series_subjects(fork),
-        signer,
-        neutral,
-        runners[1].strip() if runners else "",
-    )
+    said = runners[1].strip() if runners else ""
+    facts = Facts(tree, version, series_subjects(fork), signer, neutral, said)
     template = git(fork, "show", f"HEAD:{TEMPLATE}").stdout
     description, evidence = render(template, prose, found, facts)
     lint(fork, description)

@@ -74,17 +74,13 @@ def collapsed(summary: str, body: str) -> str:
     return f"<details>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>"
 
 
-def _sides(matrix: CheckResult, fork_tests: bool) -> tuple[dict, dict[str, dict]]:
+def _sides(matrix: CheckResult, fork: bool) -> tuple[dict, dict[str, dict]]:
     """The base's outcomes and each patch's, in order, of this repository's
-    fork_tests/ or (not `fork_tests`) of the series' tests."""
-    sides = {
-        column: {
-            t: o
-            for t, o in got["outcomes"].items()
-            if t.startswith("fork_tests/") == fork_tests
-        }
-        for column, got in sorted(matrix.data["columns"].items())
-    }
+    fork_tests/ or (not `fork`) of the series' tests."""
+    sides: dict[str, dict] = {}
+    for column, got in sorted(matrix.data["columns"].items()):
+        tests = got["outcomes"].items()
+        sides[column] = {t: o for t, o in tests if t.startswith("fork_tests/") == fork}
     return sides.pop("base+tests"), sides
 
 
@@ -104,13 +100,8 @@ def regression_rows(matrix: Got) -> list[str]:
     base, patches = _sides(matrix, False)
     series = patches[max(patches)]
     both = {test: series[test] for test in base if test in series}
-    rows = [
-        row(
-            f"{what} ({len(base)} on both sides)",
-            outcome_text(base),
-            outcome_text(both),
-        )
-    ]
+    cells = outcome_text(base), outcome_text(both)
+    rows = [row(f"{what} ({len(base)} on both sides)", *cells)]
     if only := {t: o for t, o in series.items() if t not in base}:
         what = f"The series' tests that expect its new field ({len(only)})"
         rows.append(row(what, "—", outcome_text(only)))
@@ -158,9 +149,8 @@ def suite_rows(suite: Got) -> list[str]:
     """vLLM's CPU jobs: the base runs only what does not pass on the fork; the
     fork's failures that passed when run again are named."""
     if suite is None:
-        return [
-            row("vLLM's CPU tests for the touched code", NOT_MEASURED, NOT_MEASURED)
-        ]
+        what = "vLLM's CPU tests for the touched code"
+        return [row(what, NOT_MEASURED, NOT_MEASURED)]
     rows = []
     for run in suite.data["runs"].values():
         base, flaky = run["base"], run.get("flaky", [])
@@ -232,11 +222,8 @@ def e2e_row(gpu: Got, ran: Got, prose: dict[str, Any]) -> str:
         return row(what, "—", "not run: no 2 GPUs here" if gpu else NOT_MEASURED)
     runs = ran.data["runs"]
     without = outcome_text(runs["without-resolution"]["outcomes"])
-    return row(
-        what,
-        f"without the resolution: {without}",
-        outcome_text(runs["series"]["outcomes"]),
-    )
+    series = outcome_text(runs["series"]["outcomes"])
+    return row(what, f"without the resolution: {without}", series)
 
 
 def gpu_command(gpu: Got) -> str:
@@ -330,13 +317,9 @@ def overrides_row(overrides: Got) -> str:
         "Out-of-tree overrides of `needs_kv_cache_zeroing` (replace, wrap "
         "`fget`, `__dict__` lookup)"
     )
-    return row(
-        what,
-        *(
-            outcome_text(overrides.data[tree]) if overrides else NOT_MEASURED
-            for tree in ("base", "fork")
-        ),
-    )
+    if overrides is None:
+        return row(what, NOT_MEASURED, NOT_MEASURED)
+    return row(what, *(outcome_text(overrides.data[t]) for t in ("base", "fork")))
 
 
 def overrides_block(overrides: Got) -> str:
@@ -366,24 +349,16 @@ def mutants_block(mutants: Got) -> str:
         again = f"run `{mutants.command}`"
         return f"{title}: recorded without who killed each mutant; {again}.\n"
     tally = Counter(r["kind"] for r in rows)
-    fork_only = {
-        (r["file"], r["line"], r["gpu_only"])
-        for r in rows
-        if r["kind"] == "killed (fork tests only)" and r["gpu_only"]
-    }
+    fork_only = set()
     table = [
         "| File:line | Mutation | Outcome | Killed by (or why equivalent) |",
         "| --- | --- | --- | --- |",
-        *(
-            row(
-                f"`{r['file']}:{r['line']}`",
-                _cell(r["mutation"]),
-                r["kind"],
-                _cell(r["detail"]),
-            )
-            for r in rows
-        ),
     ]
+    for r in rows:
+        where = f"`{r['file']}:{r['line']}`"
+        table.append(row(where, _cell(r["mutation"]), r["kind"], _cell(r["detail"])))
+        if r["kind"] == "killed (fork tests only)" and r["gpu_only"]:
+            fork_only.add((r["file"], r["line"], r["gpu_only"]))
     unreachable = "".join(
         f" `{file}:{line}` is killed only by the fork tests: {reason}."
         for file, line, reason in sorted(fork_only)
