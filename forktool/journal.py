@@ -41,7 +41,7 @@ SPARSE = {
 }
 
 
-def beside(fork: Path, what: str) -> Path:
+def state_path(fork: Path, what: str) -> Path:
     """The fork's `journal`, the sync's staging worktree (`sync`) or the patch
     files `export` writes before it moves them into patches/ (`export`)."""
     return fork.parent / f".{fork.name}.{what}"
@@ -84,12 +84,12 @@ def commit(fork: Path, data: Move | Export) -> None:
     rewrite the series (`Export`), as one step."""
     kind = "export" if isinstance(data, Export) else "sync"
     text = json.dumps({"kind": kind, **asdict(data)}, indent=1)
-    write_whole(beside(fork, "journal"), text + "\n")
+    write_whole(state_path(fork, "journal"), text + "\n")
     _finish(fork, data)
 
 
 def _discard_staging(fork: Path) -> None:
-    stage = beside(fork, "sync")
+    stage = state_path(fork, "sync")
     if stage.exists():
         removed = git(fork, "worktree", "remove", "--force", str(stage), check=False)
         if removed.returncode:  # half made: git's record goes with the prune
@@ -97,14 +97,14 @@ def _discard_staging(fork: Path) -> None:
             git(fork, "worktree", "prune")
     elif (fork / ".git" / "worktrees").exists():
         git(fork, "worktree", "prune")  # a record whose folder is gone
-    shutil.rmtree(beside(fork, "export"), ignore_errors=True)
+    shutil.rmtree(state_path(fork, "export"), ignore_errors=True)
 
 
 def begin(fork: Path, start: str, paths: set[str] | None) -> Path:
     """A staging worktree of `fork` at `start`, with `paths` checked out
     (None: every file)."""
     _discard_staging(fork)
-    stage = beside(fork, "sync")
+    stage = state_path(fork, "sync")
     git(fork, "worktree", "add", "-q", "--no-checkout", "--detach", str(stage), start)
     gitdir = Path(git(stage, "rev-parse", "--absolute-git-dir").stdout.strip())
     (gitdir / "info").mkdir(exist_ok=True)
@@ -117,14 +117,14 @@ def begin(fork: Path, start: str, paths: set[str] | None) -> Path:
 def stage_export(fork: Path) -> Path:
     """An empty folder for the patch files an export writes."""
     _discard_staging(fork)
-    folder = beside(fork, "export")
+    folder = state_path(fork, "export")
     folder.mkdir(parents=True)
     return folder
 
 
 def _finish(fork: Path, data: Move | Export) -> None:
     if isinstance(data, Export):
-        patches, staged = Path(data.patches), beside(fork, "export")
+        patches, staged = Path(data.patches), state_path(fork, "export")
         for name in data.write:
             if (staged / name).exists():
                 shutil.move(staged / name, patches / name)
@@ -149,7 +149,7 @@ def _finish(fork: Path, data: Move | Export) -> None:
         if data.agreed:
             git(fork, "update-ref", SYNCED, data.target)
         _discard_staging(fork)
-    beside(fork, "journal").unlink()
+    state_path(fork, "journal").unlink()
 
 
 def _drop_git_locks(fork: Path) -> None:
@@ -168,7 +168,7 @@ def _drop_git_locks(fork: Path) -> None:
 def recover(fork: Path) -> str | None:
     """Finish an interrupted commit, or delete an interrupted command's
     staging; say what was done, if anything."""
-    path = beside(fork, "journal")
+    path = state_path(fork, "journal")
     if path.exists():
         _drop_git_locks(fork)
         data = json.loads(path.read_text())
@@ -190,7 +190,7 @@ def recover(fork: Path) -> str | None:
             )
         _finish(fork, move)
         return f"finished an interrupted sync: {fork} is at the series it applied"
-    if beside(fork, "sync").exists() or beside(fork, "export").exists():
+    if state_path(fork, "sync").exists() or state_path(fork, "export").exists():
         _discard_staging(fork)
         return f"undid an interrupted command: {fork} and patches/ are as before it"
     return None

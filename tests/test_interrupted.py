@@ -62,7 +62,7 @@ def test_a_sync_or_export_killed_while_it_moves_the_fork_is_finished(ws, monkeyp
     with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
         patched.setattr(journal, "_finish", killed)
         ws.sync(force=True)
-    assert journal.beside(ws.tree, "journal").exists()
+    assert journal.state_path(ws.tree, "journal").exists()
     assert (message := ws.sync()).startswith("finished an interrupted sync"), message
     assert subjects(ws.tree) == SUBJECTS
     assert not (ws.tree / ".git" / "index.lock").exists() and clean(ws.tree)
