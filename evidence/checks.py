@@ -7,6 +7,7 @@ import json
 
 from evidence import ci_impact, cpu_selection, matrix, mutation, precommit
 from evidence.pr.sections import checkers_row, precommit_row
+from evidence.vllm_tests import Runner, vllm_runner
 from forktool import process
 from forktool.checks import SETUP, TEST, Check, Context, Measured
 from forktool.layout import LAYOUT
@@ -19,6 +20,11 @@ AGREEMENT = {"workers_agree", "scheduler_agrees"}
 """The fuzz's invariants the base violates: its workers and scheduler disagree."""
 
 
+def tests(ctx: Context) -> Runner:
+    """The runner for vLLM's tests in the fork's venv."""
+    return vllm_runner(ctx.venv, ctx.selection)
+
+
 def mutants(ctx: Context) -> Measured:
     """Mutation testing, whose baseline (the unmutated fork) is the regression
     matrix's run at the head, from the cache; a selection failing on the
@@ -26,7 +32,7 @@ def mutants(ctx: Context) -> Measured:
     than stopping `test`."""
     try:
         return mutation.mutation_testing(
-            LAYOUT.fork, LAYOUT.trees, ctx.tests, ctx.selection, LAYOUT.results
+            LAYOUT.fork, LAYOUT.trees, tests(ctx), ctx.selection, LAYOUT.results
         )
     except ForkToolError as e:
         print(f"mutation testing: FAILED: {e}")
@@ -70,7 +76,7 @@ REGRESSION_MATRIX = Check(
     "regression matrix",
     SETUP,
     lambda ctx: matrix.regression_matrix(
-        LAYOUT, ctx.tests, ctx.selection, ctx.pins.author
+        LAYOUT, tests(ctx), ctx.selection, ctx.pins.author
     ),
     in_setup=True,
     in_pr=True,
@@ -86,7 +92,7 @@ GPU_ONLY = Check(
     "gpu-only",
     "GPU-only tests collected, skipped here",
     TEST,
-    lambda ctx: matrix.gpu_only_skipped(LAYOUT.fork, ctx.tests, ctx.selection),
+    lambda ctx: matrix.gpu_only_skipped(LAYOUT.fork, tests(ctx), ctx.selection),
     in_pr=True,
 )
 CI_CHECKERS = Check(
@@ -109,7 +115,7 @@ OVERRIDES = Check(
     "overrides",
     "out-of-tree override patterns",
     TEST,
-    lambda ctx: matrix.override_patterns(LAYOUT, ctx.tests),
+    lambda ctx: matrix.override_patterns(LAYOUT, tests(ctx)),
     in_pr=True,
 )
 PLANNER_FUZZ = Check("planner-fuzz", "planner fuzz", TEST, planner_fuzz, in_pr=True)
@@ -124,7 +130,7 @@ UPSTREAM_SELECTION = Check(
     "upstream-selection",
     "upstream selection, fork vs base",
     TEST,
-    lambda ctx: cpu_selection.cpu_selection(LAYOUT, ctx.tests, ctx.selection),
+    lambda ctx: cpu_selection.cpu_selection(LAYOUT, tests(ctx), ctx.selection),
     in_pr=True,
     background=True,
 )

@@ -12,11 +12,12 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from evidence.vllm_tests import Runner
 from evidence.worktrees import worktree
 from forktool.checks import Measured
 from forktool.layout import Layout
 from forktool.process import BASE_TAG, ForkToolError
-from forktool.pytest_runner import Result, Runner
+from forktool.pytest_runner import Result
 from forktool.selection import Selection
 
 SHARDS = 2

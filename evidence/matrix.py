@@ -18,11 +18,12 @@ from functools import partial
 from itertools import groupby
 from pathlib import Path
 
+from evidence.vllm_tests import Runner, excerpt
 from evidence.worktrees import series_tests_on_base, worktree
 from forktool.checks import Measured
 from forktool.layout import Layout
 from forktool.process import BASE_TAG, ForkToolError, series_commits, series_subjects
-from forktool.pytest_runner import Result, Runner, excerpt
+from forktool.pytest_runner import Result
 from forktool.selection import Selection
 
 MARK = {"passed": "ok", "failed": "FAIL", "error": "ERR", "skipped": "skip"}

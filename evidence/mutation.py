@@ -44,11 +44,12 @@ from typing import Any, NamedTuple
 
 from evidence.pytest_server import SWAP_FAILED
 from evidence.tree_process import TreeProcess
+from evidence.vllm_tests import Runner
 from evidence.worktrees import worktree
 from forktool import checks, pytest_runner
 from forktool.layout import LAYOUT
 from forktool.process import BASE_TAG, SERIES, ForkToolError, git
-from forktool.pytest_runner import Result, Runner, read_report, report_args
+from forktool.pytest_runner import Result, read_report, report_args
 from forktool.selection import Selection
 from forktool.venv import python, venv_id
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from forktool.checks import Check, Measured, fork_tree, record
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
-from forktool.prepare import require_setup
-from forktool.process import BASE_TAG, SERIES, git, identity
+from forktool.process import BASE_TAG, SERIES, ForkToolError, git, identity
 from forktool.safety import ensure_safe
+from forktool.venv import venv_id
 
 
 def worktree(fork: Path, path: Path, commit: str) -> Path:
@@ -50,6 +50,21 @@ def series_tests_on_base(fork: Path, path: Path, author: str) -> Path:
         git(path, "checkout", "-q", head, "--", *changed)
         git(path, "commit", "-q", "-m", "The series' tests", env=identity(author))
     return path
+
+
+def require_setup(what: str) -> None:
+    """Refuse `what` while the clone has no fork or no complete venv."""
+    missing = []
+    if not (LAYOUT.fork / ".git").exists():
+        missing.append(f"no fork at {LAYOUT.fork}")
+    if not venv_id(LAYOUT.venv):
+        missing.append(f"no complete venv at {LAYOUT.venv}")
+    if missing:
+        raise ForkToolError(
+            f"{what} needs the fork and its venv: "
+            f"{'; '.join(missing)}; run `python3 -m forktool setup` "
+            "first"
+        )
 
 
 def measured_run(

@@ -36,7 +36,6 @@ from forktool.process import ForkToolError, git
 if TYPE_CHECKING:
     from forktool.pins import Pins
     from forktool.prerequisites import Program
-    from forktool.pytest_runner import Runner
     from forktool.selection import Selection
 
 SETUP = "python3 -m forktool setup"
@@ -104,7 +103,6 @@ class Context:
     pins: Pins
     venv: Path
     self_check: Measured  # the venv's self-check, run while `prepare` started vLLM
-    tests: Runner  # the pytest runner for vLLM's tests in the fork's venv
     selection: Selection
 
 

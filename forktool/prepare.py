@@ -19,9 +19,9 @@ from forktool.checks import Context, Measured
 from forktool.layout import LAYOUT
 from forktool.pins import Pins, fetch_sdist, normal, uv_binary
 from forktool.process import ForkToolError
-from forktool.pytest_runner import Runner, test_env
+from forktool.pytest_runner import test_env
 from forktool.selection import Selection
-from forktool.venv import ensure_venv, install_fork, python, register_clone, venv_id
+from forktool.venv import ensure_venv, install_fork, python, register_clone
 
 PROBE = Path(__file__).with_name("venv_probe.py")
 # What the checks and the regression matrix import: the model registry and
@@ -152,28 +152,6 @@ def prepare(pins: Pins) -> Context:
     print(f"vllm serve --help: exit status {serve.wait()}")
     if checked and serve.returncode:
         raise ForkToolError("vllm serve --help failed")
-    selection = Selection.load(LAYOUT.selection)
-    return Context(pins, venv, checked, vllm_runner(venv), selection)
-
-
-def require_setup(what: str) -> None:
-    """Refuse `what` while the clone has no fork or no complete venv."""
-    missing = []
-    if not (LAYOUT.fork / ".git").exists():
-        missing.append(f"no fork at {LAYOUT.fork}")
-    if not venv_id(LAYOUT.venv):
-        missing.append(f"no complete venv at {LAYOUT.venv}")
-    if missing:
-        raise ForkToolError(
-            f"{what} needs the fork and its venv: "
-            f"{'; '.join(missing)}; run `python3 -m forktool setup` "
-            "first"
-        )
-
-
-def vllm_runner(venv: Path) -> Runner:
-    """The pytest runner for vLLM's tests, the HF cache laid out afresh."""
     ids = hfcache.lay_out(LAYOUT.fixtures, LAYOUT.hf_home)
     print(f"HF cache {LAYOUT.hf_home}: {', '.join(ids)}")
-    excluded = Selection.load(LAYOUT.selection).excluded
-    return Runner(venv, LAYOUT.fixtures, LAYOUT.hf_home, excluded, LAYOUT.logs)
+    return Context(pins, venv, checked, Selection.load(LAYOUT.selection))

@@ -15,7 +15,7 @@ Is = Callable[[str], bool]
 
 SERIES_WORKFLOW = ("sync", "export", "backups", "journal")  # and what they import
 NOT_IN_WORKFLOW = (  # the pytest runner, the registry of checks, the environment
-    *("pytest_runner", "pytest_report", "pytest_affinity"),
+    *("pytest_runner", "pytest_report"),
     *("venv", "venv_probe", "venv_lock", "uv", "hfcache"),
     *("checks", "tool_checks", "prepare"),
 )

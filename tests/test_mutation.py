@@ -7,11 +7,11 @@ import pytest
 from evidence_fixture import commit, link_venv, new_repo
 
 from evidence import mutation, pytest_server
+from evidence.vllm_tests import Runner
 from forktool import checks
 from forktool.commands import command
 from forktool.layout import Layout
 from forktool.process import ForkToolError, git
-from forktool.pytest_runner import Runner
 from forktool.selection import Selection
 
 DIFF = """\

@@ -15,9 +15,10 @@ from evidence_fixture import SIGNER, bench_result, stored
 from evidence.matrix import EVIDENCE_FAILURES, failure_evidence
 from evidence.pr import description
 from evidence.pr import make as pr
+from evidence.vllm_tests import Runner
 from forktool import checks
 from forktool.process import ForkToolError, git
-from forktool.pytest_runner import Result, Runner
+from forktool.pytest_runner import Result
 
 
 @pytest.fixture

@@ -7,8 +7,9 @@ import pytest
 from evidence_fixture import link_venv, new_repo
 
 from evidence import cpu_selection, matrix
+from evidence.vllm_tests import Runner
 from forktool import process, pytest_runner
-from forktool.pytest_runner import Result, Runner, progress, read_report
+from forktool.pytest_runner import Result, progress, read_report
 from forktool.selection import Selection
 
 # Imported under its own name, pytest would collect it as a test.

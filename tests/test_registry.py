@@ -38,7 +38,7 @@ def ctx(tmp_path, monkeypatch):
     """In a clone whose build/vllm is a small fork, the checks' results there."""
     mini_fork(Layout(tmp_path).fork)
     monkeypatch.setattr("forktool.checks.LAYOUT", Layout(tmp_path))
-    return checks.Context(Pins.load(), tmp_path, None, None, None)  # type: ignore[arg-type]
+    return checks.Context(Pins.load(), tmp_path, None, None)  # type: ignore[arg-type]
 
 
 def wait_for(done, what: str, seconds: float = 30) -> None:

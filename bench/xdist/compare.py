@@ -7,7 +7,7 @@ B: one pytest over the same ids with `-p xdist -n 2 --dist load`, with
    PYTHONPATH=<site> (pytest-xdist and execnet are installed there, outside
    the locked venv; arm A runs without it, so xdist is not importable there).
 
-Both arms run through the tool's runner (forktool/pytest_runner.py: the
+Both arms run through the tool's runner (evidence/vllm_tests.py: the
 runner's arguments and environment, `-v -rfE`, the report plugin, whose
 JSON lines give each test's outcome; under xdist the controller writes
 them), never from its result cache. Runs interleave A B A B ..., so both
@@ -36,10 +36,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from evidence.cpu_selection import options, shards  # noqa: E402
+from evidence.vllm_tests import Runner, vllm_runner  # noqa: E402
+from forktool import hfcache  # noqa: E402
 from forktool.layout import LAYOUT  # noqa: E402
-from forktool.prepare import vllm_runner  # noqa: E402
 from forktool.process import git  # noqa: E402
-from forktool.pytest_runner import Result, Runner, run_pytest, test_env  # noqa: E402
+from forktool.pytest_runner import Result, run_pytest, test_env  # noqa: E402
 from forktool.selection import Selection  # noqa: E402
 from forktool.venv import python  # noqa: E402
 
@@ -127,8 +128,9 @@ def main() -> None:
     ap.add_argument("--deadline", default=None)
     args = ap.parse_args()
 
-    runner = vllm_runner(LAYOUT.venv)
-    run_args = Selection.load(LAYOUT.selection).runs[args.run]
+    hfcache.lay_out(LAYOUT.fixtures, LAYOUT.hf_home)
+    selection = Selection.load(LAYOUT.selection)
+    runner, run_args = vllm_runner(LAYOUT.venv, selection), selection.runs[args.run]
     head = git(LAYOUT.fork, "rev-parse", "--short", "HEAD")
     print(f"date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC")
     print(f"host: {os.cpu_count()} cores; fork {LAYOUT.fork} at {head.stdout.strip()}")

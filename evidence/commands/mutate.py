@@ -16,17 +16,20 @@ import argparse
 
 from evidence.checks import MUTANTS
 from evidence.mutation import mutation_testing
+from evidence.vllm_tests import vllm_runner
 from evidence.worktrees import measured_run
+from forktool import hfcache
 from forktool.commands.command import Command
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
-from forktool.prepare import vllm_runner
 from forktool.selection import Selection
 
 
 def run(pins: Pins, args: argparse.Namespace) -> int:
     def measure():
-        selection, runner = Selection.load(LAYOUT.selection), vllm_runner(LAYOUT.venv)
+        hfcache.lay_out(LAYOUT.fixtures, LAYOUT.hf_home)
+        selection = Selection.load(LAYOUT.selection)
+        runner = vllm_runner(LAYOUT.venv, selection)
         return mutation_testing(
             LAYOUT.fork, LAYOUT.trees, runner, selection, LAYOUT.results
         )

@@ -1,12 +1,13 @@
-"""A pytest plugin the runner loads into every run: after each test, the
-process runs on the CPUs it was given when the session started.
+"""A pytest plugin loaded into every run of vLLM's tests (vllm_tests.py):
+after each test, the process runs on the CPUs it was given when the session
+started.
 
 On a CPU platform, vLLM's NIXL connector worker pins the thread that makes
 it to the last core of each NUMA node (`os.sched_setaffinity`, in
 vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py) and
 nothing undoes it: every later test of the process ran on that one core, so
 the processes a selection is dealt to all ran on the same core. Standard
-library and pytest only, like forktool.pytest_report.
+library and pytest only, like forktool/pytest_report.py.
 """
 
 from __future__ import annotations
