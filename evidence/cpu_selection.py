@@ -113,11 +113,9 @@ def _on_fork(
     found = {}
     for n, (opts, ids) in enumerate(groups.items(), 1):
         with ThreadPoolExecutor(max_workers=SHARDS) as pool:
-            parts = enumerate(shards(list(dict.fromkeys(ids)), SHARDS), 1)
-            tag = f"selection-{n}-fork"
             running = [
-                pool.submit(runner.run, fork, (*opts, *part), f"{tag}-{i}")
-                for i, part in parts
+                pool.submit(runner.run, fork, (*opts, *part), f"selection-{n}-fork-{i}")
+                for i, part in enumerate(shards(list(dict.fromkeys(ids)), SHARDS), 1)
             ]
             results = [run.result() for run in running]
         seconds = max((r.seconds for r in results), default=0)

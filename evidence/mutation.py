@@ -99,8 +99,7 @@ def added_lines(diff: str) -> dict[str, set[int]]:
 _NAMES = "And Or Eq NotEq Lt GtE Gt LtE Is IsNot In NotIn".split()
 _READS = "and,or,==,!=,<,>=,>,<=,is,is not,in,not in".split(",")
 SYMBOLS = {getattr(ast, n): r for n, r in zip(_NAMES, _READS, strict=True)}
-_OPS = list(SYMBOLS)
-SWAPS = {op: _OPS[i ^ 1] for i, op in enumerate(_OPS)}
+SWAPS = {getattr(ast, n): getattr(ast, _NAMES[i ^ 1]) for i, n in enumerate(_NAMES)}
 _DELETED = {ast.Raise: "raise", ast.Assert: "assert"}
 _DELETED |= dict.fromkeys((ast.Assign, ast.AnnAssign, ast.AugAssign), "assignment")
 Point = tuple[Any, str, str]
@@ -378,11 +377,10 @@ def _reasons(path: Path, keys: tuple[str, ...], *section: str) -> dict[tuple, st
     """The entries of the array of tables `section` in `path`: their `keys`
     -> their reason."""
     try:
-        data = tomllib.loads(path.read_text("utf-8")) if path.exists() else {}
-        for name in section[:-1]:
+        data: Any = tomllib.loads(path.read_text("utf-8")) if path.exists() else {}
+        for name in section:  # a missing table or array reads as {}: no entries
             data = data.get(name, {})
-        entries = data.get(section[-1], [])
-        return {tuple(e[k] for k in keys): e["reason"] for e in entries}
+        return {tuple(e[k] for k in keys): e["reason"] for e in data}
     except (OSError, tomllib.TOMLDecodeError, KeyError) as e:
         raise ForkToolError(f"cannot read {path}: {e}") from e
 
@@ -405,15 +403,13 @@ def known_outcomes(
     """The outcomes not to measure, by mutant id: the equivalent mutants (with
     their reason), and those in `old`, measured on this tree with this
     selection (a row without a kind, from an older forktool, runs again)."""
-    done = {
-        r["id"]: Outcome(r["kind"], r["detail"])
-        for r in (old.data["mutants"] if old else [])
-        if r.get("kind", "equivalent") != "equivalent"
-    }
-    outcomes = {m.id: done[m.id] for m in every if m.id in done}
+    before = {r["id"]: r for r in (old.data["mutants"] if old else [])}
+    outcomes = {}
     for m in every:
         if reason := known.get((m.path, m.text, m.mutation)):
             outcomes[m.id] = Outcome("equivalent", reason)
+        elif before.get(m.id, {}).get("kind", "equivalent") != "equivalent":
+            outcomes[m.id] = Outcome(before[m.id]["kind"], before[m.id]["detail"])
     return outcomes
 
 

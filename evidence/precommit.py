@@ -107,11 +107,11 @@ class PreCommit:
         env = process.environ(PRE_COMMIT_HOME=home, **env)
         cmd = [str(self.bin_dir / "pre-commit"), "run", hook_key(hook), "--color=never"]
         cmd += ["--config", str(self.config), *args]
-        start = self.log.stat().st_size if self.log.exists() else 0
         began = time.monotonic()
         with self.log.open("a") as out:  # appended as it runs, to follow it
             out.write(f"$ {' '.join(cmd)}\n")
             out.flush()
+            start = self.log.stat().st_size  # where the hook's output begins
             status = process.run(
                 cmd,
                 cwd=self.tree,
@@ -122,8 +122,7 @@ class PreCommit:
                 stderr=out,
             ).returncode
         seconds = time.monotonic() - began
-        output = self.log.read_bytes()[start:].decode(errors="replace")
-        output = output.split("\n", 1)[1].strip()
+        output = self.log.read_bytes()[start:].decode(errors="replace").strip()
         if status not in (0, 1):
             failed = process.failure(cmd, status, output, self.tree)
             log = f"{home}/pre-commit.log"
@@ -219,9 +218,8 @@ def message_outcome(outcome: Outcome, message: str, rewritten: str) -> Outcome:
 
 
 def _print(outcome: Outcome, patch: str = "") -> None:
-    skipped = outcome.status == "SKIPPED"
-    tail = f"  ({outcome.detail})" if skipped else f"  ({outcome.seconds:.1f} s)"
-    print(f"  {outcome.status:<8} {outcome.hook}{patch}{tail}", flush=True)
+    tail = outcome.detail if outcome.status == "SKIPPED" else f"{outcome.seconds:.1f} s"
+    print(f"  {outcome.status:<8} {outcome.hook}{patch}  ({tail})", flush=True)
     if outcome.status == "FAIL" and outcome.detail:
         print("\n".join(f"           | {line}" for line in outcome.detail.splitlines()))
 
@@ -259,15 +257,12 @@ def run_precommit(fork: Path, worktree_path: Path) -> Measured:
         print(f"what the hooks changed in {tree}:\n{changes.rstrip()}")
     ok = all(o.status != "FAIL" for o in [*outcomes, *(o for _, o in messages)])
     print(f"pre-commit: {'ok' if ok else 'FAILED'} ({time.monotonic() - start:.0f} s)")
-    return Measured(
-        ok,
-        dict(Counter(o.status for o in outcomes)),
-        data={
-            "version": version,
-            "files": files,
-            "hooks": [[o.hook, o.status, o.detail] for o in outcomes],
-            "messages": [[patch, o.hook, o.status, o.detail] for patch, o in messages],
-            # Each hook's `pre-commit run`, in seconds (not the skipped ones).
-            "seconds": {o.hook: round(o.seconds, 1) for o in outcomes if o.seconds},
-        },
-    )
+    data = {
+        "version": version,
+        "files": files,
+        "hooks": [[o.hook, o.status, o.detail] for o in outcomes],
+        "messages": [[patch, o.hook, o.status, o.detail] for patch, o in messages],
+        # Each hook's `pre-commit run`, in seconds (not the skipped ones).
+        "seconds": {o.hook: round(o.seconds, 1) for o in outcomes if o.seconds},
+    }
+    return Measured(ok, dict(Counter(o.status for o in outcomes)), data=data)

@@ -81,15 +81,11 @@ class Workspace(NamedTuple):
         return self.tree
 
     def clone(self, name: str = "fresh") -> Path:
-        """Another clone's fork, built from patches/ alone."""
+        """Another clone's fork, built from patches/ alone (as after `git pull`)."""
         other = self.tree.parent.parent / name / "mini"
         shutil.rmtree(other, ignore_errors=True)
         self.sync(tree=other)
         return other
-
-    def teammate(self) -> Path:
-        """A second clone's fork of the same series (after `git pull`)."""
-        return self.clone("teammate")
 
     def publish(self, tree: Path | None = None) -> dict[str, bytes]:
         """Export `tree` (or the fork) and commit patches/; patches/ as pulled."""
@@ -220,7 +216,7 @@ def reword_third(tree: Path) -> None:
 
 
 def teammate_changes_second(ws: Workspace) -> dict[str, bytes]:
-    theirs = ws.teammate()
+    theirs = ws.clone("teammate")
     change_second(theirs, THEIRS)
     return ws.publish(theirs)
 

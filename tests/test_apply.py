@@ -2,16 +2,15 @@
 
 import os
 import subprocess
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from evidence_fixture import NEUTRAL, commit, new_repo
 
 from evidence.pr.kit import write_kit
 from forktool.process import git, identity
 
-AUTHOR = "Test Project <test-project@noreply.invalid>"
 USER = "Jane Doe <jane@example.com>"
 TESTS = ("tests/test_core.py", "-k", "zero or more")
 BRANCH = "kv-cache-zeroing-pp"
@@ -20,36 +19,22 @@ CORE = "\n\n".join([*HELPERS[:4], "def zeroing():\n    return False\n", *HELPERS
 BASE = {"pkg/core.py": CORE, "pkg/other.py": "X = 1\n"}
 
 
-def commit(repo: Path, files: Mapping[str, str | None], message: str) -> None:
-    """Write (or, for None, delete) `files` and commit them."""
-    for name, text in files.items():
-        if text is None:
-            git(repo, "rm", "-q", name)
-        else:
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message, env=identity(AUTHOR))
-
-
-def new_repo(path: Path, tag: str) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "--initial-branch=main")
-    commit(path, BASE, "release")
-    git(path, "tag", tag)
+def release(path: Path, tag: str) -> Path:
+    """A repository whose one commit, BASE, is tagged `tag`."""
+    commit(new_repo(path), BASE, "release", tag)
     return path
 
 
 @pytest.fixture
 def kit(tmp_path) -> Path:
     """The kit of a two-patch series that edits pkg/core.py twice."""
-    fork = new_repo(tmp_path / "fork", "base")
+    fork = release(tmp_path / "fork", "base")
     core = CORE.replace("return False", "return True")
     commit(fork, {"pkg/core.py": core}, "[Core] Keep zeroing")
     more = {"pkg/core.py": core + "\n\ndef more():\n    return 2\n"}  # at the end
     commit(fork, {**more, "tests/test_core.py": "def test(): pass\n"}, "[Test] More")
     write_kit(fork, kit := tmp_path / "kit", {"description.md": "d"}, "[Core] Zeroing",
-              "HEAD", AUTHOR, "v0.1", BRANCH, TESTS)  # fmt: skip
+              "HEAD", NEUTRAL, "v0.1", BRANCH, TESTS)  # fmt: skip
     return kit
 
 
@@ -75,7 +60,7 @@ MAIN: dict[str, Any] = {
     "the release": ({"pkg/core.py": "ZERO = None\n"}, "v0.1", (AS_IS, AS_IS),
                     "pkg/core.py", []),
     "core.py moved and changed": (
-        {"pkg/core.py": None, "pkg/engine/core.py": MOVED},
+        {"pkg/engine/core.py": MOVED},
         "main", (MERGED, MERGED), "pkg/engine/core.py", ["return 30\n"]),
     # Patch 2's merge needs patch 1's result, which only preimages.pack has.
     "the last helper changed": (
@@ -87,7 +72,9 @@ MAIN: dict[str, Any] = {
 @pytest.mark.parametrize("main", MAIN)
 def test_the_series_applies_on_a_new_branch_and_names_its_tests(kit, tmp_path, main):
     change, ref, how, path, kept = MAIN[main]
-    upstream = new_repo(tmp_path / "vllm", "v0.1")
+    upstream = release(tmp_path / "vllm", "v0.1")
+    if path != "pkg/core.py":  # main moved it there
+        git(upstream, "rm", "-q", "pkg/core.py")
     commit(upstream, change, "later work on main")
     done = run_script(kit, upstream, *(["main"] if ref == "main" else []))
     print(done.stdout)  # the closing note shows this output
@@ -112,7 +99,7 @@ def test_the_series_applies_on_a_new_branch_and_names_its_tests(kit, tmp_path, m
 @pytest.mark.parametrize("then", ["git am --abort", "git am --continue"])
 def test_a_conflict_stops_with_the_commands_to_abort_or_continue(kit, tmp_path, then):
     """Where main changed patch 1's line: both ways out work."""
-    upstream = new_repo(tmp_path / "vllm", "v0.1")
+    upstream = release(tmp_path / "vllm", "v0.1")
     core = CORE.replace("return False", "return None")
     commit(upstream, {"pkg/core.py": core}, "main changes the same line")
     git(upstream, "checkout", "-q", "-b", "mine")
@@ -138,7 +125,7 @@ def test_a_conflict_stops_with_the_commands_to_abort_or_continue(kit, tmp_path, 
 
 @pytest.mark.parametrize("busy", ["dirty", "am"])
 def test_refuses_a_busy_clone_and_changes_nothing(kit, tmp_path, busy):
-    upstream = new_repo(tmp_path / "vllm", "v0.1")
+    upstream = release(tmp_path / "vllm", "v0.1")
     if busy == "dirty":
         (upstream / "pkg/other.py").write_text("X = 2\n")
     else:

@@ -122,7 +122,7 @@ def local_work_then_a_teammates_change(ws) -> None:
 def local_work_then_a_teammates_reorder(ws) -> None:
     fx.commit(ws.tree, *fx.LOCAL)
     ws.sync(force=True)  # [Core] Local is on this backup only
-    theirs = ws.teammate()
+    theirs = ws.clone("teammate")
     fx.edit_series(theirs, "sed -i -n '1h;1!p;${g;p}'")  # first patch last
     ws.publish(theirs)
     ws.sync()  # backs up the old order: every patch is in the fork

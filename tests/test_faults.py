@@ -134,22 +134,18 @@ def test_a_dangling_or_read_only_build_is_one_error_line(
     assert build.is_symlink() == dangling
 
 
-def killing_git(tmp_path, monkeypatch, when: str) -> None:
-    """A git on PATH that a file size limit kills (SIGXFSZ) in `git <when>`."""
-    real = git(None, "--exec-path").stdout.strip() + "/git"
-    script = f'case " $* " in *" {when} "*) kill -s XFSZ $$;; esac\nexec {real} "$@"'
-    bin = programs(tmp_path / "bin", git=script)
-    monkeypatch.setenv("PATH", f"{bin}{os.pathsep}{os.environ['PATH']}")
-
-
 def test_git_killed_by_a_file_size_limit_says_so_and_export_changes_nothing(
     ws, tmp_path, monkeypatch, capsys
 ):
     ws.series_of(*THREE)
     commit(ws.tree, "mini/local.py", "LOCAL = 1\n", "[Core] Local")
     before = state(ws)
+    # A git on PATH that a file size limit kills (SIGXFSZ) in `git status`.
+    real = git(None, "--exec-path").stdout.strip() + "/git"
+    script = f'case " $* " in *" status "*) kill -s XFSZ $$;; esac\nexec {real} "$@"'
+    bin = programs(tmp_path / "bin", git=script)
     with monkeypatch.context() as limited:
-        killing_git(tmp_path, limited, "status")
+        limited.setenv("PATH", f"{bin}{os.pathsep}{os.environ['PATH']}")
         as_command(limited, ws.export)
         assert main(["sync"]) == 1
         one_error_line(capsys, "killed by SIGXFSZ", "a file size limit (ulimit -f)")

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import fork_fixture as fx
 import pytest
-from fork_fixture import amend, commit, commit_series, export, snapshot
+from fork_fixture import amend, commit, snapshot
 
 from forktool.layout import REPO
 from forktool.process import git
@@ -161,11 +161,10 @@ def build(kind: str, workspace) -> Scenario:
         shutil.rmtree(repo / "build")
     elif kind == "sync (rebuild)":
         # A teammate changed the first patch and added one; the fork is behind.
-        theirs = workspace.teammate()
+        theirs = workspace.clone("teammate")
         amend(theirs, 1, SERIES[0][0], "PART = 'changed'\n")
         commit(theirs, "mini/theirs.py", "THEIRS = 1\n", "[Core] A teammate's patch")
-        export(theirs, patches)
-        commit_series(patches)
+        workspace.publish(theirs)
         shutil.rmtree(theirs.parent)
     else:  # a commit of the fork's own, which must survive
         commit(own, *LOCAL)

@@ -118,7 +118,7 @@ def test_a_patch_split_in_two_round_trips(ws):
     git(ws.tree, "commit", "-qsm", "[Core] Code and its test")
     commit(ws.tree, *THREE[2])
     ws.publish()
-    old = ws.teammate()  # a clone with the fork of before the split
+    old = ws.clone("teammate")  # a clone with the fork of before the split
     fx.edit_series(ws.tree, "sed -i 2s/^pick/edit/")
     git(ws.tree, "reset", "-q", "HEAD^")
     git(ws.tree, "add", "mini")
@@ -167,8 +167,7 @@ def test_a_hand_renamed_patch_is_named_and_a_dropped_one_renumbers_the_rest(ws):
     message = refused(lambda: ws.export(check=True))
     assert "0002-second.patch -> 0002-Core-Second.patch: renamed" in message
     assert "removed from the series" not in message
-    ws.export()
-    commit_series(ws.patches)
+    ws.publish()
     fx.edit_series(ws.tree, "sed -i 1s/^pick/drop/")
     message = ws.export()
     assert "0002-Core-Second.patch -> 0001-Core-Second.patch: renumbered" in message
@@ -193,8 +192,7 @@ def test_hand_edited_message_and_stale_lines_are_named_and_a_twin_is_warned(ws):
     assert "is what export writes (3 patches)" in ws.export(check=True)
     assert ws.snapshot() == edited
     # Stale line numbers: export --check names them, writes nothing.
-    stale = ws.patches / "0002-Core-Second.patch"
-    stale.write_text(stale.read_text().replace("@@ -1,2 +1,2 @@", "@@ -3,2 +3,2 @@"))
+    second.write_text(second.read_text().replace("@@ -1,2 +1,2 @@", "@@ -3,2 +3,2 @@"))
     before = ws.snapshot()
     assert "up to date" in ws.sync()  # git patch-id ignores line numbers
     message = refused(lambda: ws.export(check=True))

@@ -17,7 +17,7 @@ REWORDED = ["[Core] First", "[Core] Second", "[Core] Third, reworded"]
 def teammate_changed(ws, exported, change) -> tuple[Path, dict[str, bytes]]:
     """`exported`, then a teammate's `change`, published: their fork, patches/."""
     ws.series_of(*exported)
-    change(theirs := ws.teammate())
+    change(theirs := ws.clone("teammate"))
     return theirs, ws.publish(theirs)
 
 
@@ -182,7 +182,7 @@ def test_both_sides_changed_the_same_line_the_advice_stops_at_the_conflict(ws):
 def test_a_patch_dropped_on_one_side_and_changed_on_the_other(ws, where, keep):
     """Both named, exit 3; the advice keeps the change or the drop, as chosen."""
     ws.series_of(*fx.THREE)
-    theirs = ws.teammate()
+    theirs = ws.clone("teammate")
     if where == "dropped from the series":
         fx.edit_series(theirs, "sed -i 2d")
         fx.change_second(ws.tree, fx.MINE)  # not exported

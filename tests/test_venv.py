@@ -44,8 +44,7 @@ def test_the_committed_lock_is_current_and_a_pins_change_needs_a_relock(
     with pytest.raises(ForkToolError, match="pins.toml changed"):
         venv_lock.current(moved, relocked)
     # A re-lock hands uv the current lock as its -o file: adding a pin moves no other.
-    old = relocked
-    old.write_text("# pins-digest: old\nkept==1.0 \\\n    --hash=sha256:aa\n")
+    relocked.write_text("# pins-digest: old\nkept==1.0 \\\n    --hash=sha256:aa\n")
     seen = []
 
     def compile_(uv, *args):
@@ -55,9 +54,9 @@ def test_the_committed_lock_is_current_and_a_pins_change_needs_a_relock(
 
     monkeypatch.setattr(venv_lock, "uv_binary", lambda pins: Path("uv"))
     monkeypatch.setattr(venv_lock.uv, "run", compile_)
-    assert venv_lock.write(pins, old) == "venv.lock: 2 packages, 1 changed"
+    assert venv_lock.write(pins, relocked) == "venv.lock: 2 packages, 1 changed"
     assert seen == ["# pins-digest: old\nkept==1.0 \\\n    --hash=sha256:aa\n"]
-    assert venv_lock.current(pins, old) == old
+    assert venv_lock.current(pins, relocked) == relocked
 
 
 def wheel(directory: Path, name: str, files: dict[str, str]) -> Path:
@@ -116,9 +115,8 @@ SELF_CHECK = {  # wheels (name, files), the lock's names, imports, counts, print
 def test_the_self_check_names_each_problem_of_a_venv(tmp_path, capsys, case):
     wheels, locked, imports, counts, said = SELF_CHECK[case]
     python = make_venv(tmp_path, *(wheel(tmp_path, *w) for w in wheels))
-    found = prepare.self_check(
-        python, lock_of(tmp_path, *locked), dict(os.environ), imports
-    )
+    lock = lock_of(tmp_path, *locked)
+    found = prepare.self_check(python, lock, dict(os.environ), imports)
     printed = capsys.readouterr().out
     keys = ("distributions", "clashing files", "failed imports", "problems")
     assert found.counts == dict(zip(keys, counts, strict=True))

@@ -18,6 +18,7 @@ from forktool.pytest_runner import OUTCOMES
 
 NOT_MEASURED = "not measured"
 HOOK_STATUS = {"PASS": "passed", "FAIL": "failed", "SKIPPED": "skipped"}
+DELIMITER_ROW = re.compile(r"^\|(?:-+\|)+$", flags=re.M)  # |---|---|
 Got = CheckResult | None  # a check's result for this tree, or None
 Found = dict[Check, Got]  # each check the description renders -> its result
 
@@ -62,12 +63,7 @@ def fence(text: str) -> str:
 
 def spaced_tables(markdown: str) -> str:
     """Table delimiter rows as `| --- |`, the style vLLM's markdownlint wants."""
-    return re.sub(
-        r"^\|(?:-+\|)+$",
-        lambda m: "|" + " --- |" * m[0].count("-|"),
-        markdown,
-        flags=re.M,
-    )
+    return DELIMITER_ROW.sub(lambda m: "|" + " --- |" * m[0].count("-|"), markdown)
 
 
 def collapsed(summary: str, body: str) -> str:
@@ -85,10 +81,8 @@ def _sides(matrix: CheckResult, fork: bool) -> tuple[dict, dict[str, dict]]:
 
 
 def _at_each_patch(patches: dict[str, dict]) -> str:
-    at_each = "; ".join(
-        f"{c}: {outcome_text(o) or 'nothing ran'}" for c, o in patches.items()
-    )
-    return row("The same, at each patch (bisectable)", "—", at_each)
+    at_each = (f"{c}: {outcome_text(o) or 'nothing ran'}" for c, o in patches.items())
+    return row("The same, at each patch (bisectable)", "—", "; ".join(at_each))
 
 
 def regression_rows(matrix: Got) -> list[str]:
@@ -279,16 +273,12 @@ def bench_block(measured: Got, prose: dict[str, Any]) -> str:
         lines.append(f"Benchmark: {NOT_MEASURED}; no performance claim is made.\n")
         return "\n".join(lines)
     verdicts = bench.goals(measured.data["rows"])  # as bench judges them now
-    lines += [
-        f"Measured by `{measured.command}` on {measured.date} "
-        f"({BENCH_HEADLINE[bench.overall(verdicts)]}):\n",
-        fence(bench.summary(verdicts)) + "\n",
-        *(
-            collapsed(name, fence(text)) + "\n"
-            for name, text in measured.excerpts.items()
-            if name != "goals"
-        ),
-    ]
+    headline = BENCH_HEADLINE[bench.overall(verdicts)]
+    lines.append(f"Measured by `{measured.command}` on {measured.date} ({headline}):\n")
+    lines.append(fence(bench.summary(verdicts)) + "\n")
+    for name, text in measured.excerpts.items():
+        if name != "goals":
+            lines.append(collapsed(name, fence(text)) + "\n")
     return "\n".join(lines)
 
 
@@ -302,12 +292,11 @@ python3 -m forktool mutate   # mutation testing alone"""
 
 
 def fuzz_row(fuzz: Got, caught: Got) -> str:
-    on_base = on_series = NOT_MEASURED
+    on_base = NOT_MEASURED
     if caught:
         found = "found" if caught.ok else "NOT found"
         on_base = f"{caught.counts.get('violations', 0)} invariant violations ({found})"
-    if fuzz:
-        on_series = counts_text(fuzz.counts)
+    on_series = counts_text(fuzz.counts) if fuzz else NOT_MEASURED
     what = "Differential planner fuzz (Hypothesis), invariants of the fix"
     return row(what, on_base, on_series)
 
