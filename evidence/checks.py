@@ -20,7 +20,7 @@ AGREEMENT = {"workers_agree", "scheduler_agrees"}
 """The fuzz's invariants the base violates: its workers and scheduler disagree."""
 
 
-def tests(ctx: Context) -> Runner:
+def tests_runner(ctx: Context) -> Runner:
     """The runner for vLLM's tests in the fork's venv."""
     return vllm_runner(ctx.venv, ctx.selection)
 
@@ -32,7 +32,7 @@ def mutants(ctx: Context) -> Measured:
     than stopping `test`."""
     try:
         return mutation.mutation_testing(
-            LAYOUT.fork, LAYOUT.trees, tests(ctx), ctx.selection, LAYOUT.results
+            LAYOUT.fork, LAYOUT.trees, tests_runner(ctx), ctx.selection, LAYOUT.results
         )
     except ForkToolError as e:
         print(f"mutation testing: FAILED: {e}")
@@ -76,7 +76,7 @@ REGRESSION_MATRIX = Check(
     "regression matrix",
     SETUP,
     lambda ctx: matrix.regression_matrix(
-        LAYOUT, tests(ctx), ctx.selection, ctx.pins.author
+        LAYOUT, tests_runner(ctx), ctx.selection, ctx.pins.author
     ),
     in_setup=True,
     in_pr=True,
@@ -92,7 +92,7 @@ GPU_ONLY = Check(
     "gpu-only",
     "GPU-only tests collected, skipped here",
     TEST,
-    lambda ctx: matrix.gpu_only_skipped(LAYOUT.fork, tests(ctx), ctx.selection),
+    lambda ctx: matrix.gpu_only_skipped(LAYOUT.fork, tests_runner(ctx), ctx.selection),
     in_pr=True,
 )
 CI_CHECKERS = Check(
@@ -115,7 +115,7 @@ OVERRIDES = Check(
     "overrides",
     "out-of-tree override patterns",
     TEST,
-    lambda ctx: matrix.override_patterns(LAYOUT, tests(ctx)),
+    lambda ctx: matrix.override_patterns(LAYOUT, tests_runner(ctx)),
     in_pr=True,
 )
 PLANNER_FUZZ = Check("planner-fuzz", "planner fuzz", TEST, planner_fuzz, in_pr=True)
@@ -130,7 +130,7 @@ UPSTREAM_SELECTION = Check(
     "upstream-selection",
     "upstream selection, fork vs base",
     TEST,
-    lambda ctx: cpu_selection.cpu_selection(LAYOUT, tests(ctx), ctx.selection),
+    lambda ctx: cpu_selection.cpu_selection(LAYOUT, tests_runner(ctx), ctx.selection),
     in_pr=True,
     background=True,
 )

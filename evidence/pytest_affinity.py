@@ -1,6 +1,6 @@
-"""A pytest plugin loaded into every run of vLLM's tests (vllm_tests.py):
-after each test, the process runs on the CPUs it was given when the session
-started.
+"""A pytest plugin loaded into every CPU run of vLLM's tests (vllm_tests.py's
+Runner): after each test, the process runs on the CPUs it was given when the
+session started.
 
 On a CPU platform, vLLM's NIXL connector worker pins the thread that makes
 it to the last core of each NUMA node (`os.sched_setaffinity`, in

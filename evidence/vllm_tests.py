@@ -152,7 +152,8 @@ def excerpt(runner: Runner, result: Result, args: tuple[str, ...], **how: Any) -
 
 
 def vllm_runner(venv: Path, selection: Selection) -> Runner:
-    """The runner for vLLM's tests in `venv`; the HF cache is laid out."""
+    """The runner for vLLM's tests in `venv`, reading the HF cache the caller
+    laid out (`prepare` does)."""
     return Runner(
         venv, LAYOUT.fixtures, LAYOUT.hf_home, selection.excluded, LAYOUT.logs
     )

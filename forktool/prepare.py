@@ -1,6 +1,6 @@
-"""The fork and its venv made ready, as `sync`, `install`, `setup`, `test`
-and `mutate` need them: the fork synced, the venv installed and
-self-checked, vLLM started once, and the pytest runner over them.
+"""The fork and its venv made ready, as `sync`, `install`, `setup` and `test`
+need them: the fork synced, the venv installed and self-checked, vLLM started
+once, and the offline HF cache laid out.
 
 The self-check runs after every install and before any test: a venv that
 works only by install order (two distributions writing the same file) or

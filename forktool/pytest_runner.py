@@ -168,7 +168,7 @@ class Session:
 def run_pytest(
     cmd: list[str], cwd: Path, env: dict[str, str], log: Path, label: str
 ) -> Session:
-    """Run `cmd` (python -m pytest ...) with the plugins, its output to `log`
+    """Run `cmd` (python -m pytest ...) with the report plugin, its output to `log`
     and its report next to it (`.jsonl`), a progress line every
     PROGRESS_EVERY seconds."""
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -7,10 +7,10 @@ B: one pytest over the same ids with `-p xdist -n 2 --dist load`, with
    PYTHONPATH=<site> (pytest-xdist and execnet are installed there, outside
    the locked venv; arm A runs without it, so xdist is not importable there).
 
-Both arms run through the tool's runner (evidence/vllm_tests.py: the
-runner's arguments and environment, `-v -rfE`, the report plugin, whose
-JSON lines give each test's outcome; under xdist the controller writes
-them), never from its result cache. Runs interleave A B A B ..., so both
+Both arms run as the tool's runner runs them (evidence/vllm_tests.py's
+arguments, forktool/pytest_runner.py's environment and report plugin, whose
+JSON lines give each test's outcome, under xdist written by the controller;
+`-v -rfE`), never from its result cache. Runs interleave A B A B ..., so both
 arms see the same background load. The outcomes must agree across all runs.
 
     python3 bench/xdist/compare.py [--run v1-core] [--pairs 3] [--every N]
@@ -130,7 +130,8 @@ def main() -> None:
 
     hfcache.lay_out(LAYOUT.fixtures, LAYOUT.hf_home)
     selection = Selection.load(LAYOUT.selection)
-    runner, run_args = vllm_runner(LAYOUT.venv, selection), selection.runs[args.run]
+    runner = vllm_runner(LAYOUT.venv, selection)
+    run_args = selection.runs[args.run]
     head = git(LAYOUT.fork, "rev-parse", "--short", "HEAD")
     print(f"date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC")
     print(f"host: {os.cpu_count()} cores; fork {LAYOUT.fork} at {head.stdout.strip()}")
