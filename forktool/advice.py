@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from forktool.process import BASE_TAG, git, series_commits
-from forktool.status import Change, Standing, State
+from forktool.status import Change, Comparison, State
 from forktool.verify import series_messages
 
 # The fork as `sync` or `export` last left it equal to the series: the version of each
@@ -79,7 +79,7 @@ DROP_OR_CHANGE = (
 
 
 def _keep_both(
-    fork: Path, standing: Standing, series_len: int, drops: bool = False
+    fork: Path, comparison: Comparison, series_len: int, drops: bool = False
 ) -> list[str]:
     """After `sync --force`: each changed patch of the fork as a fixup of the
     series' version, each patch only the fork has picked, then the fixups
@@ -87,7 +87,7 @@ def _keep_both(
     and changed on the other keeps the change, or with `drops` the drop."""
     commits = series_commits(fork)
     lines, picks, fixups = [], [], 0
-    for item in standing.of(State.LOCAL, State.BOTH):
+    for item in comparison.of(State.LOCAL, State.BOTH):
         dropped = item.change in DROP_OR_CHANGE
         if dropped and (drops or item.fork is None):
             continue
@@ -111,7 +111,7 @@ def _keep_both(
         lines.append(f"    git -C {fork} -c sequence.editor=: rebase -q -i "
                      f"--autosquash {BASE_TAG}")  # fmt: skip
     if drops:
-        for item in standing.of(State.BOTH):
+        for item in comparison.of(State.BOTH):
             if item.change is Change.CHANGED_IN_SERIES_DROPPED_IN_FORK:
                 back = series_len - item.number + len(picks)
                 lines.append(
@@ -128,46 +128,46 @@ FORCE = (
 THEN = "    # resolve any conflicts git reports, then:\n    python3 -m forktool export"
 
 
-def _diverged(fork: Path, standing: Standing, command: str, series_len: int) -> str:
+def _diverged(fork: Path, comparison: Comparison, command: str, series_len: int) -> str:
     """Both sides changed: the commands that keep both, and where a patch was
     dropped on one side and changed on the other, those that keep the drop."""
-    keep = "\n".join([FORCE, *_keep_both(fork, standing, series_len), THEN])
+    keep = "\n".join([FORCE, *_keep_both(fork, comparison, series_len), THEN])
     text = (
         f"Both {fork} and the series changed since the last sync or export:\n"
-        + standing.report(State.LOCAL, State.BEHIND, State.BOTH)
+        + comparison.report(State.LOCAL, State.BEHIND, State.BOTH)
         + f"\n`{command}` changed nothing: `export` would undo the series' "
         "changes, `sync` would set the fork's aside.\nTo keep both, one "
         "commit per patch"
     )
     dropped = [
         p.name
-        for i in standing.items
+        for i in comparison.items
         if i.change in DROP_OR_CHANGE
         if (p := i.series or i.fork)
     ]
     if not dropped:
         return f"{text}:\n{keep}"
     names = ", ".join(dropped)
-    drops = "\n".join([FORCE, *_keep_both(fork, standing, series_len, True), THEN])
+    drops = "\n".join([FORCE, *_keep_both(fork, comparison, series_len, True), THEN])
     return (
         f"{text}, keeping the changed version of {names}:\n{keep}\n"
         f"Or the same, keeping the drop of {names}:\n{drops}"
     )
 
 
-def refusal(fork: Path, standing: Standing, command: str, series_len: int) -> str:
+def refusal(fork: Path, comparison: Comparison, command: str, series_len: int) -> str:
     """Why `command` changes nothing, and what to run instead (safe to run)."""
-    if standing.diverged:
-        return _diverged(fork, standing, command, series_len)
-    if standing.of(State.LOCAL):
+    if comparison.diverged:
+        return _diverged(fork, comparison, command, series_len)
+    if comparison.of(State.LOCAL):
         return (
-            f"{fork} has work the series lacks:\n{standing.report(State.LOCAL)}\n"
+            f"{fork} has work the series lacks:\n{comparison.report(State.LOCAL)}\n"
             "Save it with `python3 -m forktool export` (then commit patches/ in "
             "this repository); or `python3 -m forktool sync --force` rebuilds the "
             "fork from the series and keeps its commits on a backup/<time> branch."
         )
     return (
-        f"The series has changes {fork} lacks:\n{standing.report(State.BEHIND)}\n"
+        f"The series has changes {fork} lacks:\n{comparison.report(State.BEHIND)}\n"
         f"`{command}` would undo them. Run `python3 -m forktool sync` first: it "
         "brings them in (any commits it replaces stay on a backup/<time> "
         "branch); then commit your work on top and export."

@@ -18,7 +18,7 @@ from forktool.advice import autosquash, linearise, refusal, reword, warnings
 from forktool.process import ConflictError, ForkToolError, git
 from forktool.safety import ensure_safe
 from forktool.series import describe, format_patches, read_series, series_text
-from forktool.status import Entry, Record, Standing, State, compare, undone_export
+from forktool.status import Comparison, Entry, Record, State, compare, undone_export
 from forktool.sync import known_record
 from forktool.verify import Commit, misread, prove, series_messages, unexportable
 
@@ -77,7 +77,7 @@ REWRITTEN = "the same change, rewritten (its number, line numbers or blob ids mo
 
 
 def _changes(
-    standing: Standing,
+    comparison: Comparison,
     written: list[Path],
     removed: list[Path],
     renamed: dict,
@@ -87,7 +87,7 @@ def _changes(
     """One line for each patch file export writes, renames or removes (`renamed`:
     old name -> new name of each only renamed), and for the series file if
     export rewrites it."""
-    local = {i.fork.name: i.change.what for i in standing.of(State.LOCAL) if i.fork}
+    local = {i.fork.name: i.change.what for i in comparison.of(State.LOCAL) if i.fork}
     lines = []
     for p in written:
         if p.name in renamed.values():
@@ -96,7 +96,9 @@ def _changes(
         crlf = before.exists() and before.read_bytes().replace(b"\r\n", b"\n")
         why = CRLF if crlf == p.read_bytes() else local.get(p.name, REWRITTEN)
         lines.append(f"  {p.name}: {why}")
-    changed = {i.series.name: i.fork.name for i in standing.items if i.fork if i.series}
+    changed = {
+        i.series.name: i.fork.name for i in comparison.items if i.fork if i.series
+    }
     for path in removed:
         new = renamed.get(path.name)
         if new is None and path.name in changed:
@@ -152,10 +154,10 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
         record = known_record(fork, have, patches_dir)
         if undone_export(fork, series, record):  # written again: agreed before
             record = [Entry(s.subject, s.fingerprint, s.fingerprint) for s in series]
-        standing = compare(have, series, record)
-        if standing.of(State.BEHIND, State.BOTH):
-            error = ConflictError if standing.of(State.BOTH) else ForkToolError
-            raise error(refusal(fork, standing, command, len(series)))
+        comparison = compare(have, series, record)
+        if comparison.of(State.BEHIND, State.BOTH):
+            error = ConflictError if comparison.of(State.BOTH) else ForkToolError
+            raise error(refusal(fork, comparison, command, len(series)))
         names = [p.name for p in new]
         written = [
             p
@@ -178,7 +180,7 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
             for path in removed
             if (fingerprint := was.get(path.name) or describe(path).fingerprint) in kept
         }
-        lines = _changes(standing, written, removed, renamed, names, patches_dir)
+        lines = _changes(comparison, written, removed, renamed, names, patches_dir)
         if check and lines:
             raise ForkToolError(
                 f"{patches_dir} is not what export would write ({len(lines)} "

@@ -129,7 +129,9 @@ def undone_export(fork: Path, series: list[PatchInfo], record: Record) -> bool:
 
 
 @dataclass
-class Standing:
+class Comparison:
+    """The fork and the series compared patch by patch (`compare`)."""
+
     items: list[Item]
     # (fork index, series index) of the patches present on both sides.
     pairs: list[tuple[int, int]]
@@ -161,7 +163,9 @@ class Standing:
         return m if ok else None
 
 
-def compare(fork: list[PatchInfo], series: list[PatchInfo], record: Record) -> Standing:
+def compare(
+    fork: list[PatchInfo], series: list[PatchInfo], record: Record
+) -> Comparison:
     """Classify every patch of the fork and the series; see the module doc."""
     entries = record or []
     rec_pairs = {(e.series, e.fork) for e in entries}
@@ -234,7 +238,7 @@ def compare(fork: list[PatchInfo], series: list[PatchInfo], record: Record) -> S
         items.append(Item(change, series=s, number=si + 1))
     items += _order(fork, series, record, sorted(pairs))
     items.sort(key=lambda item: (item.number, item.fork is None))
-    return Standing(items, sorted(pairs))
+    return Comparison(items, sorted(pairs))
 
 
 def _order(

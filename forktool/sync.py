@@ -22,7 +22,7 @@ from forktool.apply import apply, create_base, head_subject, missing
 from forktool.process import BASE_TAG, ConflictError, ForkToolError, git, subject
 from forktool.safety import ensure_safe
 from forktool.series import PatchInfo, describe, fork_patches, read_series, touched
-from forktool.status import Entry, Record, Standing, State, compare
+from forktool.status import Comparison, Entry, Record, State, compare
 from forktool.verify import unexportable
 
 
@@ -122,25 +122,25 @@ def sync(
         )
     have = fork_patches(fork)
     record = known_record(fork, have, patches_dir)
-    standing = compare(have, job.series, record)
+    comparison = compare(have, job.series, record)
     old_base = git(fork, "log", "-1", "--format=%B", BASE_TAG).stdout
     if old_base.strip() != base_message.strip():
-        if standing.of(State.LOCAL, State.BOTH) and not force:
+        if comparison.of(State.LOCAL, State.BOTH) and not force:
             raise ForkToolError(
                 f"The pinned base is now {base_message.splitlines()[0]}, and {fork} "
                 f"is still on {subject(fork, BASE_TAG)}; sync rebuilds it on the new "
                 "base once nothing in it is unsaved.\n"
-                + refusal(fork, standing, "sync", len(job.paths))
+                + refusal(fork, comparison, "sync", len(job.paths))
             )
         done = job.move_base()
     elif status.undone_export(fork, job.series, record) and not force:
-        raise ForkToolError(_undone(fork, standing))
+        raise ForkToolError(_undone(fork, comparison))
     else:
-        done = job.same_base(standing, record, force)
+        done = job.same_base(comparison, record, force)
     return f"{recovered}\n{done}" if recovered else done
 
 
-def _undone(fork: Path, standing: Standing) -> str:
+def _undone(fork: Path, comparison: Comparison) -> str:
     """Why sync refuses a series put back to what the last export replaced."""
     return (
         f"patches/ is back to what your last export replaced (`git checkout`, "
@@ -148,7 +148,7 @@ def _undone(fork: Path, standing: Standing) -> str:
         f"{fork} has, up to {head_subject(fork)}:\n"
         + "\n".join(
             f"  {patch.name}: as build/vllm has it, not as patches/ has it"
-            for item in standing.of(State.BEHIND, State.LOCAL, State.BOTH)
+            for item in comparison.of(State.BEHIND, State.LOCAL, State.BOTH)
             if (patch := item.fork or item.series)
         )
         + "\nsync changed nothing. Write them into patches/ again (then commit "
@@ -239,24 +239,24 @@ class _Sync:
             raise error
         return self.lacking()
 
-    def same_base(self, standing: Standing, record: Record, force: bool) -> str:
+    def same_base(self, comparison: Comparison, record: Record, force: bool) -> str:
         """sync on the pinned base: apply what the series added, or rebuild."""
         fork, paths, run = self.fork, self.paths, self.run
-        if not standing.of(State.LOCAL, State.BEHIND, State.BOTH):
-            save(fork, _kept(standing, record), agreed=True)
+        if not comparison.of(State.LOCAL, State.BEHIND, State.BOTH):
+            save(fork, _kept(comparison, record), agreed=True)
             return f"{fork} is up to date with the series ({len(paths)} patches)"
         if force:
             backup = _backup_name(fork)
             lacking = run(BASE_TAG, backup=backup)
             done = f"rebuilt {fork} from the series; old commits on branch {backup}"
             return done + lacking
-        m = standing.applied_prefix(len(paths))
+        m = comparison.applied_prefix(len(paths))
         if m is not None:
-            kept = _kept(standing, record)
-            local = standing.of(State.LOCAL)
+            kept = _kept(comparison, record)
+            local = comparison.of(State.LOCAL)
             lacking = run("HEAD", kept, local=bool(local))
             text = f"applied {len(paths) - m} patches of the series to {fork}:"
-            was = {i.series.name: i.change.what for i in standing.items if i.series}
+            was = {i.series.name: i.change.what for i in comparison.items if i.series}
             text += "".join(
                 f"\n  {p.name}: applied; it was {was.get(p.name, 'not applied yet')}"
                 for p in paths[m:]
@@ -266,10 +266,10 @@ class _Sync:
                 text += "\n".join(i.line(advice=False) for i in local)
                 text += "\nSave them with `python3 -m forktool export`."
             return text + lacking
-        if standing.of(State.LOCAL, State.BOTH):
-            error = ConflictError if standing.diverged else ForkToolError
-            raise error(refusal(fork, standing, "sync", len(paths)))
-        report = standing.report(State.BEHIND, advice=False)
+        if comparison.of(State.LOCAL, State.BOTH):
+            error = ConflictError if comparison.diverged else ForkToolError
+            raise error(refusal(fork, comparison, "sync", len(paths)))
+        report = comparison.report(State.BEHIND, advice=False)
         backup = _backup_name(fork)
         try:
             lacking = run(BASE_TAG, backup=backup)
@@ -309,13 +309,13 @@ class _Sync:
         return f"{moved}\nAll patches of the series apply.{lacking}"
 
 
-def _kept(standing: Standing, record: Record) -> list[Entry]:
+def _kept(comparison: Comparison, record: Record) -> list[Entry]:
     """The record of the patches both sides have, in the fork's order: as they
     are now where the same, else as recorded, so that a change in the fork
     stays local work."""
     entries = []
-    for fi, _ in standing.pairs:
-        item = next(i for i in standing.items if i.fork_at == fi)
+    for fi, _ in comparison.pairs:
+        item = next(i for i in comparison.items if i.fork_at == fi)
         assert item.series and item.fork
         s = item.series
         old = [e for e in record or [] if e.series == s.fingerprint]
