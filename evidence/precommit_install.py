@@ -19,9 +19,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from forktool import uv, venv_lock
+from forktool import venv_lock
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, cache_dir, uv_binary
+from forktool.pins import Pins, cache_dir, run_uv, uv_binary
 from forktool.process import ForkToolError
 from forktool.venv import COMPLETE, venv_id
 
@@ -100,9 +100,9 @@ def ensure_precommit(requirement: str, path: Path = LOCK) -> Path:
             return venv / "bin"
         tool = uv_binary(pins)
         shutil.rmtree(venv, ignore_errors=True)
-        uv.run(tool, "venv", "-q", "--python", pins.python, str(venv))
+        run_uv(tool, "venv", "-q", "--python", pins.python, str(venv))
         sync = ("pip", "sync", "-q", "--require-hashes", "--python")
-        uv.run(tool, *sync, str(venv / "bin" / "python"), str(lock_file))
+        run_uv(tool, *sync, str(venv / "bin" / "python"), str(lock_file))
         (venv / COMPLETE).write_text(wanted + "\n")
     return venv / "bin"
 

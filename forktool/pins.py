@@ -1,6 +1,12 @@
 """The pinned base (pins.toml), checked against what it names, its verified
 downloads, and the cache they live in: downloads, uv, venvs and results
-shared by the clones on this machine (VLLM_FORK_CACHE)."""
+shared by the clones on this machine (VLLM_FORK_CACHE).
+
+uv, at the version pins.toml pins, locks, creates and fills the venv and
+finds where the index serves the pinned downloads. It resolves from its own
+index settings (PyPI unless `UV_INDEX_URL`, `UV_DEFAULT_INDEX` or `uv.toml`
+say otherwise), never from pip's.
+"""
 
 import email.parser
 import functools
@@ -8,6 +14,7 @@ import hashlib
 import os
 import re
 import shutil
+import sys
 import tarfile
 import tempfile
 import tomllib
@@ -15,7 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from forktool import uv
+from forktool import process
 from forktool.layout import LAYOUT
 from forktool.process import ForkToolError, git
 
@@ -224,12 +231,50 @@ def verify(path: Path, artifact: Artifact, pins: Pins) -> Path:
     raise ForkToolError(said)
 
 
+def uv_path(pins: Pins) -> Path:
+    """Where `uv_binary` puts the pinned uv."""
+    return cache_dir() / "tools" / pins.uv.replace("==", "-") / "bin" / "uv"
+
+
 def uv_binary(pins: Pins) -> Path:
-    return uv.binary(pins.uv, cache_dir() / "tools")
+    """The pinned uv, installed with pip into the cache once."""
+    uv = uv_path(pins)
+    if not uv.exists():
+        tool = uv.parent.parent
+        shutil.rmtree(tool, ignore_errors=True)
+        print(f"installing {pins.uv} into {tool}", flush=True)
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--prefix", str(tool)]
+        ran = process.run([*pip, pins.uv], check=False, capture=False)
+        if ran.returncode or not uv.exists():
+            shutil.rmtree(tool, ignore_errors=True)
+            raise ForkToolError(f"pip could not install {pins.uv} (pins.toml [venv])")
+    return uv
+
+
+def run_uv(uv: Path, *args: str) -> None:
+    """`uv args...`, never downloading a Python of its own."""
+    print("+", " ".join(["uv", *args]), flush=True)
+    env = process.environ(UV_PYTHON_DOWNLOADS="never")
+    process.run([uv, *args], env=env, capture=False)
 
 
 def _index(pins: Pins) -> dict[str, tuple[str, str | None]]:
-    return uv.downloads(uv_binary(pins), pins.requirement, pins.python, pins.platform)
+    """File name -> (URL, sha256 the index publishes) of each sdist and wheel
+    the index serves for the pinned release, as uv resolves it: no build, no
+    venv."""
+    with tempfile.TemporaryDirectory() as tmp:
+        spec, lock = Path(tmp, "in.txt"), Path(tmp, "pylock.toml")
+        spec.write_text(pins.requirement + "\n")
+        target = ["--python-version", pins.python, "--python-platform", pins.platform]
+        compile_ = ["pip", "compile", "-q", "--no-deps", "--format", "pylock.toml"]
+        run_uv(uv_binary(pins), *compile_, *target, str(spec), "-o", str(lock))
+        packages = tomllib.loads(lock.read_text())["packages"]
+    files = [f for p in packages for f in [p.get("sdist", {}), *p.get("wheels", [])]]
+    return {
+        f["url"].rsplit("/", 1)[-1]: (f["url"], f.get("hashes", {}).get("sha256"))
+        for f in files
+        if "url" in f
+    }
 
 
 def fetch(pins: Pins, artifact: Artifact) -> Path:

@@ -10,9 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from forktool import uv
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, cache_dir
+from forktool.pins import Pins, uv_path
 from forktool.process import ForkToolError
 
 
@@ -46,7 +45,7 @@ def for_setup(pins: Pins, venv: Path = LAYOUT.venv) -> list[Program]:
         "the venv",
     )
     needs = [GIT]
-    if not uv.path(pins.uv, cache_dir() / "tools").exists():
+    if not uv_path(pins).exists():
         needs.append(PIP)
     return needs if (venv / "bin" / "python").exists() else [*needs, python]
 

@@ -19,9 +19,9 @@ import threading
 from contextlib import suppress
 from pathlib import Path
 
-from forktool import process, uv, venv_lock
+from forktool import process, venv_lock
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, cache_dir, fetch, uv_binary
+from forktool.pins import Pins, cache_dir, fetch, run_uv, uv_binary
 from forktool.process import ForkToolError
 
 # Written last, holding the digest of the lock the venv was made from.
@@ -59,14 +59,14 @@ def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
             # This Python when it is the one the lock is for, else uv finds one.
             running = ".".join(map(str, sys.version_info[:2]))
             found = sys.executable if running == pins.python else pins.python
-            uv.run(tool, "venv", "-q", "--python", found, str(venv))
+            run_uv(tool, "venv", "-q", "--python", found, str(venv))
         (venv / COMPLETE).unlink(missing_ok=True)
         # Exactly the lock: what it lacks is removed, the fork's vllm too
         # (install_fork puts it back). Not compiled: of its 28,500 modules a
         # process importing vLLM's model runners imports about 5,000, which
         # the first one compiles into build/pycache (compiling_once).
         sync = ["pip", "sync", "-q", "--require-hashes"]
-        uv.run(tool, *sync, "--python", python(venv), str(lock_file))
+        run_uv(tool, *sync, "--python", python(venv), str(lock_file))
         (venv / COMPLETE).write_text(wanted + "\n")
     return venv
 

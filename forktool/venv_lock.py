@@ -13,9 +13,8 @@ import re
 import tempfile
 from pathlib import Path
 
-from forktool import uv
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, normal, uv_binary
+from forktool.pins import Pins, normal, run_uv, uv_binary
 from forktool.process import ForkToolError
 
 LOCK = LAYOUT.lock
@@ -67,7 +66,7 @@ def compile_hashed(
         if lock.exists():
             out.write_text(lock.read_text())
         excluded = [arg for name in no_emit for arg in ("--no-emit-package", name)]
-        uv.run(uv_binary(pins), "pip", "compile", "-q", "--generate-hashes",
+        run_uv(uv_binary(pins), "pip", "compile", "-q", "--generate-hashes",
                "--no-header", "--python-version", pins.python,
                "--python-platform", pins.platform, "-c", str(limits),
                *excluded, str(spec), "-o", str(out))  # fmt: skip

@@ -12,12 +12,12 @@ from evidence_fixture import programs
 from fork_fixture import THREE, git, refused
 
 from evidence.matrix import table as _table
-from forktool import advice, commands, prerequisites, uv, venv
+from forktool import advice, commands, prerequisites, venv
 from forktool.__main__ import main
 from forktool.checks import all_checks
 from forktool.commands import COMMANDS, Command
 from forktool.layout import REPO, Layout
-from forktool.pins import Pins
+from forktool.pins import Pins, uv_path
 from forktool.process import ConflictError, ForkToolError
 from forktool.pytest_runner import Result
 
@@ -172,7 +172,7 @@ def test_setup_and_test_name_every_missing_program_in_one_line(tmp_path, monkeyp
     """git always; pip while the cache lacks uv; the pinned Python while there
     is no venv; what the checks that gate `test` need."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))  # empty
-    pins, env, tools = Pins.load(), tmp_path / "venv", tmp_path / "cache" / "tools"
+    pins, env = Pins.load(), tmp_path / "venv"
     gating = [p for c in all_checks() if c.gates_test for p in c.needs]
     python = f"Python {pins.python} (python{pins.python})"
     names = [p.name for p in prerequisites.for_setup(pins, env)]
@@ -183,7 +183,7 @@ def test_setup_and_test_name_every_missing_program_in_one_line(tmp_path, monkeyp
     assert all(name in said for name in ("Node.js (node)", "npm, for", "pip for"))
     assert "git" not in said.replace("markdownlint", "")  # git is there
     # uv in the cache and the venv made: setup needs only git, test no pip.
-    for path in (uv.path(pins.uv, tools), env / "bin" / "python"):
+    for path in (uv_path(pins), env / "bin" / "python"):
         path.parent.mkdir(parents=True)
         path.write_text("")
     assert prerequisites.for_setup(pins, env) == [prerequisites.GIT]

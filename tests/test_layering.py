@@ -16,7 +16,7 @@ Is = Callable[[str], bool]
 SERIES_WORKFLOW = ("sync", "export", "backups", "journal")  # and what they import
 NOT_IN_WORKFLOW = (  # the pytest runner, the registry of checks, the environment
     *("pytest_runner", "pytest_report"),
-    *("venv", "venv_probe", "venv_lock", "uv", "hfcache"),
+    *("venv", "venv_probe", "venv_lock", "hfcache"),
     *("checks", "tool_checks", "prepare"),
 )
 

@@ -53,7 +53,7 @@ def test_the_committed_lock_is_current_and_a_pins_change_needs_a_relock(
         out.write_text("kept==1.0 \\\n    --hash=sha256:aa\nnew==2.0 \\\n")
 
     monkeypatch.setattr(venv_lock, "uv_binary", lambda pins: Path("uv"))
-    monkeypatch.setattr(venv_lock.uv, "run", compile_)
+    monkeypatch.setattr(venv_lock, "run_uv", compile_)
     assert venv_lock.write(pins, relocked) == "venv.lock: 2 packages, 1 changed"
     assert seen == ["# pins-digest: old\nkept==1.0 \\\n    --hash=sha256:aa\n"]
     assert venv_lock.current(pins, relocked) == relocked
