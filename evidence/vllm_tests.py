@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from forktool.checks import digest
 from forktool.layout import LAYOUT
 from forktool.pins import cache_dir
 from forktool.process import ForkToolError, git
@@ -27,17 +28,6 @@ CACHE_FORMAT = "report-3"
 """Part of each cached outcome's key: a new format of Result, or a new way
 of running the tests (report-2: pytest_affinity; report-3: test_env's
 bytecode prefix and humming's builds off), a new key."""
-
-
-def _digest(*roots: Path) -> str:
-    """The content of files and of the folders' files below `roots`."""
-    digest = hashlib.sha256()
-    for root in roots:
-        for path in sorted([root, *root.rglob("*")]):
-            if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(str(path.relative_to(root.parent)).encode())
-                digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def _keep(path: Path | None, value: Any) -> None:
@@ -69,7 +59,7 @@ class Runner:
         if git(tree, "status", "--porcelain").stdout:  # its content is unknown
             return None, None
         content = git(tree, "rev-parse", "HEAD^{tree}").stdout.strip()
-        inputs_id = _digest(self.fixtures, *inputs)
+        inputs_id = digest(self.fixtures, *inputs)
         key = [CACHE_FORMAT, kind, content, args, self.excluded, inputs_id]
         text = json.dumps([*key, venv_id(self.venv)]).encode()
         path = cache_dir() / "results" / f"{hashlib.sha256(text).hexdigest()}.json"

@@ -17,6 +17,7 @@ one measured on another tree than the fork's current HEAD.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import json
 import os
@@ -30,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forktool.layout import LAYOUT
+from forktool.layout import LAYOUT, Layout
 from forktool.process import ForkToolError, git
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class CheckResult:
     excerpts: dict[str, str] = field(default_factory=dict)
     # Check-specific, machine-readable details (tables, per-test outcomes).
     data: dict[str, Any] = field(default_factory=dict)
+    inputs: str = ""  # inputs_id() when it was measured
 
 
 @dataclass
@@ -74,6 +76,27 @@ class Measured:
 
 def fork_tree(fork: Path) -> str:
     return git(fork, "rev-parse", "HEAD^{tree}").stdout.strip()
+
+
+def digest(*roots: Path) -> str:
+    """The content of files and of the folders' files below `roots`."""
+    digest = hashlib.sha256()
+    for root in roots:
+        for path in sorted([root, *root.rglob("*")]):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(root.parent)).encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+INPUTS = "fork_tests/, fuzz/, fixtures/, upstream-tests.toml, mutants-equivalent.toml"
+
+
+def inputs_id(layout: Layout = LAYOUT) -> str:
+    """The content of what the checks read in this clone besides the fork
+    (INPUTS): a result measured with other content is stale too."""
+    paths = (layout.fork_tests, layout.root / "fuzz", layout.root / "fixtures")
+    return digest(*paths, layout.selection, layout.equivalents)
 
 
 def write(store: Path, result: CheckResult) -> Path:
@@ -274,18 +297,23 @@ def record(
         base_version=base_version,
         seconds=round(seconds, 1),
         command=command or check.command,
+        inputs=inputs_id(),
         **asdict(found),
     )
     write(LAYOUT.results, result)
     return result
 
 
-def problem(result: CheckResult | None, check: Check, tree: str) -> str:
-    """Why `result` cannot stand for the fork at `tree`, or "" when it can."""
+def problem(result: CheckResult | None, check: Check, tree: str, inputs: str) -> str:
+    """Why `result` cannot stand for the fork at `tree` with this clone's
+    `inputs` (inputs_id()), or "" when it can."""
     if result is None:
         return f"{check.name}: no result; run `{check.command}`"
     if result.tree != tree:
         was = f"measured on tree {result.tree[:12]} on {result.date}"
         now = f"the fork is now at tree {tree[:12]}; run `{result.command}`"
         return f"{check.name}: stale, {was}, {now}"
+    if result.inputs != inputs:
+        was = f"measured on {result.date} with other {INPUTS}"
+        return f"{check.name}: stale, {was}; run `{result.command}`"
     return ""

@@ -176,7 +176,8 @@ def synthetic_results(store: Path, tree: str) -> None:
     assert not (missing or extra), f"made_checks(): add {missing}, remove {extra}"
     for check, counts_excerpts_data in made.items():
         args = (check, True, tree, "0.1", pr.required()[check], "", 1.0)
-        checks.write(store, checks.CheckResult(*args, *counts_excerpts_data))
+        result = checks.CheckResult(*args, *counts_excerpts_data, checks.inputs_id())
+        checks.write(store, result)
 
 
 def make_kit(fork: Path, store: Path, out: Path, signer=None, partial=False) -> str:
@@ -208,4 +209,5 @@ def bench_result(tree: str, aa: list[float]) -> checks.CheckResult:
     return checks.CheckResult(
         "bench", True, tree, "0.1", "python3 -m forktool bench",
         excerpts={"goals": "as printed", "table": table}, data={"rows": [row]},
+        inputs=checks.inputs_id(),
     )  # fmt: skip

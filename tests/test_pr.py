@@ -126,6 +126,10 @@ REFUSED = {  # what is done first, the make_kit options, what the refusal says
                                                 "[Core] More"),
                       {}, ["regression-matrix: stale", "gpu-only: stale",
                            "run `python3 -m forktool setup`"]),
+    "results measured with other inputs": (
+        lambda kit, mp: mp.setattr(checks, "inputs_id", lambda: "edited"), {},
+        ["regression-matrix: stale, measured on .* with other fork_tests/",
+         "run `python3 -m forktool setup`"]),
     "no fork": (lambda kit, mp: shutil.rmtree(kit.fork), {},
                 ["forktool setup.*forktool test"]),
     "a signer without a name": (lambda kit, mp: None,
@@ -185,7 +189,8 @@ RENDERED = {  # the result written over the synthetic one, the file, said, not s
     ], ["goals met"]),
     "mutants that could not run": (lambda kit: checks.CheckResult(
         "mutants", False, kit.tree, "0.1", "python3 -m forktool test",
-        excerpts={"error": "the regression selection does not pass"}), "evidence", [
+        excerpts={"error": "the regression selection does not pass"},
+        inputs=checks.inputs_id()), "evidence", [
         "did not run: the regression selection does not pass",
         "**Checks that failed on this tree: mutants.**",
     ], []),

@@ -165,3 +165,20 @@ def test_a_background_check_holds_no_reader_of_its_own_answer(ctx, tmp_path):
 
     ran = [check("pipes", pipes_held, background=True)]
     assert run_checks(ctx, ran, checks.TEST, 0.0) == 0
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["fork_tests/t.py", "fuzz/f.py", "fixtures/hf/o/m/config.json"]
+    + ["upstream-tests.toml", "mutants-equivalent.toml"],
+)
+def test_what_the_checks_read_beside_the_fork_is_in_each_results_inputs(tmp_path, path):
+    """An edit to it makes the results stale (pr refuses them); README's does not."""
+    layout, file = Layout(tmp_path), tmp_path / path
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text("a")
+    before = checks.inputs_id(layout)
+    (tmp_path / "README.md").write_text("a")
+    assert checks.inputs_id(layout) == before
+    file.write_text("b")
+    assert checks.inputs_id(layout) != before

@@ -29,9 +29,10 @@ def load_results(store: Path, tree: str, allow_partial: bool) -> Found:
     """
     found: Found = {}
     problems = []
+    inputs = checks.inputs_id()
     for check in (c for c in all_checks() if c.in_pr):
         result = checks.read(store, check.name)
-        why = problem(result, check, tree)
+        why = problem(result, check, tree, inputs)
         if why and check.gates_test:
             problems.append(why)
         found[check] = None if why else result
