@@ -258,11 +258,12 @@ def override_patterns(layout: Layout, runner: Runner) -> Measured:
     released lacks (what the fork keeps compatible with).
     """
     fork, path = layout.fork, layout.fork_tests / "test_override_patterns.py"
-    args = (f"--rootdir={layout.root}", str(path))
+    args, inputs = (f"--rootdir={layout.root}", str(path)), (layout.fork_tests,)
     base = worktree(fork, layout.base_tree, BASE_TAG)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the base's run beside the fork's
-        later = pool.submit(runner.run, base, args, "overrides-base", (path,))
-        fork_run = runner.run(fork, args, "overrides-fork", (path,))
+        # The test imports fork_tests/kv_plans.py: the folder is its input.
+        later = pool.submit(runner.run, base, args, "overrides-base", inputs)
+        fork_run = runner.run(fork, args, "overrides-fork", inputs)
     on_base, on_fork = later.result().outcomes, fork_run.outcomes
     tests = sorted({*on_base, *on_fork})
     width = max(map(len, (t.partition("::")[2] for t in tests)), default=4)

@@ -462,7 +462,12 @@ def mutation_testing(
     known = _reasons(equivalents, ("file", "line", "mutation"), "equivalent")
     gpu_only = _reasons(gpu_lines, ("file", "line"), "mutate", "gpu_only")
     key, old = selection_key(selection, runner), checks.read(store, NAME)
-    if old is None or old.tree != checks.fork_tree(fork) or old.data.get("key") != key:
+    measured_with = (checks.fork_tree(fork), checks.inputs_id())
+    if (
+        old is None
+        or (old.tree, old.inputs) != measured_with
+        or old.data.get("key") != key
+    ):
         old = None
     outcomes = known_outcomes(every, known, old)
     todo = [m for m in every if m.id not in outcomes]

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from forktool.checks import Check, Measured, fork_tree, record
+from forktool.checks import Check, Measured, fork_tree, inputs_id, record
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
 from forktool.process import BASE_TAG, SERIES, ForkToolError, git, identity
@@ -78,9 +78,9 @@ def measured_run(
     names its HEAD tree), measure, and record the result as run by `command`."""
     require_setup(name)
     ensure_safe(LAYOUT.fork, name)
-    start = time.monotonic()
+    start, inputs = time.monotonic(), inputs_id()
     found = measure()
     seconds, tree = time.monotonic() - start, fork_tree(LAYOUT.fork)
-    record(check, found, seconds, pins.version, tree, command or None)
+    record(check, found, seconds, pins.version, tree, inputs, command or None)
     print(f"wrote {LAYOUT.results / check.name}.json")
     return found.ok

@@ -10,8 +10,9 @@ output goes to a log printed when it ends, its result comes back as JSON
 through a pipe).
 
 Each run leaves one JSON file per check under build/results/, naming the
-fork tree it was measured on, so a reader (reports, the PR text) can refuse
-one measured on another tree than the fork's current HEAD.
+fork tree and the digest of the inputs (`inputs_id`) it was measured with, so
+a reader (reports, the PR text) can refuse one measured on another tree than
+the fork's current HEAD or with other inputs.
 """
 
 from __future__ import annotations
@@ -89,14 +90,19 @@ def digest(*roots: Path) -> str:
     return digest.hexdigest()
 
 
-INPUTS = "fork_tests/, fuzz/, fixtures/, upstream-tests.toml, mutants-equivalent.toml"
+INPUTS = (
+    "fork_tests/, fuzz/, fixtures/, upstream-tests.toml, mutants-equivalent.toml, "
+    "venv.lock, precommit.lock or pyproject.toml"
+)
 
 
-def inputs_id(layout: Layout = LAYOUT) -> str:
+def inputs_id(layout: Layout | None = None) -> str:
     """The content of what the checks read in this clone besides the fork
     (INPUTS): a result measured with other content is stale too."""
-    paths = (layout.fork_tests, layout.root / "fuzz", layout.root / "fixtures")
-    return digest(*paths, layout.selection, layout.equivalents)
+    at = layout or LAYOUT
+    folders = (at.fork_tests, at.root / "fuzz", at.root / "fixtures")
+    files = (at.selection, at.equivalents, at.lock, at.root / "precommit.lock")
+    return digest(*folders, *files, at.root / "pyproject.toml")
 
 
 def write(store: Path, result: CheckResult) -> Path:
@@ -248,11 +254,12 @@ def run_checks(ctx: Context, checks: list[Check], command: str, prepared: float)
     """Run the required checks, then the others in turn, those marked
     `background` in background processes; record each result, print a
     summary. A failed required check stops the run."""
-    tree = fork_tree(LAYOUT.fork)
+    tree, inputs = fork_tree(LAYOUT.fork), inputs_id()
     written: list[tuple[str, CheckResult]] = []
 
     def done(check: Check, found: Measured, seconds: float) -> bool:
-        result = record(check, found, seconds, ctx.pins.version, tree, command)
+        version = ctx.pins.version
+        result = record(check, found, seconds, version, tree, inputs, command)
         written.append((check.title, result))
         return result.ok
 
@@ -286,18 +293,19 @@ def record(
     seconds: float,
     base_version: str,
     tree: str,
+    inputs: str,
     command: str | None = None,
 ) -> CheckResult:
-    """Write what a run of `check` found to the clone's results, as run by
-    `command` (the check's own by default); the one place results are
-    recorded."""
+    """Write what a run of `check` on `tree` with `inputs` (inputs_id(), taken
+    before it ran) found to the clone's results, as run by `command` (the
+    check's own by default); the one place results are recorded."""
     result = CheckResult(
         check.name,
         tree=tree,
         base_version=base_version,
         seconds=round(seconds, 1),
         command=command or check.command,
-        inputs=inputs_id(),
+        inputs=inputs,
         **asdict(found),
     )
     write(LAYOUT.results, result)

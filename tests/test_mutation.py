@@ -240,7 +240,9 @@ def check(tmp_path, monkeypatch):
         selection = Selection({}, (TEST_CALC,), fork_tests, frozenset(), (), {})
         found = mutation.mutation_testing(fork, trees, runner, selection, store)
         tree, line = checks.fork_tree(fork), mutation.COMMAND_LINE
-        result = checks.CheckResult(mutation.NAME, found.ok, tree, "0.1", line)
+        result = checks.CheckResult(
+            mutation.NAME, found.ok, tree, "0.1", line, inputs=checks.inputs_id()
+        )
         result.counts, result.data = found.counts, found.data
         checks.write(store, result)
         return found, {(m["line"], m["mutation"]): m for m in found.data["mutants"]}
@@ -256,7 +258,9 @@ def listed(*entries: tuple[str, str, str]) -> str:
     )
 
 
-def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, check, capsys):
+def test_killed_by_which_test_survived_cached_and_equivalent(
+    tmp_path, check, capsys, monkeypatch
+):
     found, by_line = check()
     assert not found.ok
     assert [found.counts[k] for k in ("mutants", "killed", "survived")] == [14, 12, 2]
@@ -280,6 +284,10 @@ def test_killed_by_which_test_survived_cached_and_equivalent(tmp_path, check, ca
     again, _ = check()
     assert again.data["mutants"] == found.data["mutants"]
     assert "0 to run, 14 known" in capsys.readouterr().out
+    with monkeypatch.context() as edited:  # measured with other inputs: all again
+        edited.setattr(checks, "inputs_id", lambda: "edited")
+        check()
+    assert "14 to run, 0 known" in capsys.readouterr().out
     gone = ("vllm/calc.py", "x = 1", "1 -> 2")
     (tmp_path / "mutants-equivalent.toml").write_text(listed(*SURVIVORS, gone))
     settled, _ = check()

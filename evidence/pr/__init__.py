@@ -12,8 +12,9 @@
     preimages.pack     the blobs the patches were made against, which
                        `git am -3` merges from
 
-Numbers come only from results measured on the fork's current tree; a
-missing or stale result stops the command before it writes anything.
+Numbers come only from results measured on the fork's current tree with the
+clone's current inputs (forktool.checks.inputs_id); a missing or stale result
+stops the command before it writes anything.
 `make` loads the inputs; `sections` and `description` render, `kit`
 writes, `lint` checks the description.
 """

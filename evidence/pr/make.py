@@ -39,7 +39,7 @@ def load_results(store: Path, tree: str, allow_partial: bool) -> Found:
     if problems and not allow_partial:
         raise ForkToolError(
             f"the PR kit needs results measured on the fork's current tree "
-            f"({tree[:12]}); nothing was written:\n  "
+            f"({tree[:12]}) and inputs; nothing was written:\n  "
             + "\n  ".join(problems)
             + "\n(`pr --allow-partial` renders anyway, each missing part marked "
             f'"{NOT_MEASURED}")'
