@@ -385,18 +385,6 @@ def _reasons(path: Path, keys: tuple[str, ...], *section: str) -> dict[tuple, st
         raise ForkToolError(f"cannot read {path}: {e}") from e
 
 
-def selection_key(selection: Selection, runner: Runner) -> str:
-    """What outcomes depend on besides the tree: the selection, fork_tests/, the venv
-    (by the digest of the lock it was made from)."""
-    venv = venv_id(runner.venv)
-    what = [selection.regression, selection.fork_tests, runner.excluded, venv]
-    digest = hashlib.sha256(json.dumps(what).encode())
-    for tests in selection.fork_tests:
-        for path in sorted((LAYOUT.root / tests).rglob("*.py")):
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 def known_outcomes(
     every: list[Mutant], known: dict[tuple, str], old: checks.CheckResult | None
 ) -> dict[str, Outcome]:
@@ -461,13 +449,11 @@ def mutation_testing(
     equivalents, gpu_lines = LAYOUT.equivalents, LAYOUT.selection
     known = _reasons(equivalents, ("file", "line", "mutation"), "equivalent")
     gpu_only = _reasons(gpu_lines, ("file", "line"), "mutate", "gpu_only")
-    key, old = selection_key(selection, runner), checks.read(store, NAME)
-    measured_with = (checks.fork_tree(fork), checks.inputs_id())
-    if (
-        old is None
-        or (old.tree, old.inputs) != measured_with
-        or old.data.get("key") != key
-    ):
+    # The selection and fork_tests/ are among the results' inputs; the venv
+    # is named by the lock it was made from, which `mutate` does not remake.
+    venv, old = venv_id(runner.venv), checks.read(store, NAME)
+    measured_with = (checks.fork_tree(fork), checks.inputs_id(), venv)
+    if old is None or (old.tree, old.inputs, old.data.get("venv")) != measured_with:
         old = None
     outcomes = known_outcomes(every, known, old)
     todo = [m for m in every if m.id not in outcomes]
@@ -513,5 +499,5 @@ def mutation_testing(
         | {"detail": o.detail, "gpu_only": gpu_only.get((m.path, m.text), "")}
         for m, o in found
     ]
-    data = {"key": key, "mutants": rows}
+    data = {"venv": venv, "mutants": rows}
     return checks.Measured(ok, tally, {"table": f"$ {COMMAND_LINE}\n{text}"}, data)

@@ -80,14 +80,16 @@ def fork_tree(fork: Path) -> str:
 
 
 def digest(*roots: Path) -> str:
-    """The content of files and of the folders' files below `roots`."""
-    digest = hashlib.sha256()
+    """The content of files and of the folders' files below `roots`, each
+    file by its path and its content's own digest."""
+    hashed = hashlib.sha256()
     for root in roots:
         for path in sorted([root, *root.rglob("*")]):
             if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(str(path.relative_to(root.parent)).encode())
-                digest.update(path.read_bytes())
-    return digest.hexdigest()
+                name = path.relative_to(root.parent)
+                content = hashlib.sha256(path.read_bytes()).hexdigest()
+                hashed.update(f"{name}\0{content}\n".encode())
+    return hashed.hexdigest()
 
 
 INPUTS = (

@@ -284,6 +284,9 @@ def test_killed_by_which_test_survived_cached_and_equivalent(
     again, _ = check()
     assert again.data["mutants"] == found.data["mutants"]
     assert "0 to run, 14 known" in capsys.readouterr().out
+    (tmp_path / "venv" / ".forktool-complete").write_text("another lock\n")
+    check()  # a venv made from another lock: all again
+    assert "14 to run, 0 known" in capsys.readouterr().out
     with monkeypatch.context() as edited:  # measured with other inputs: all again
         edited.setattr(checks, "inputs_id", lambda: "edited")
         check()

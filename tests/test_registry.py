@@ -170,7 +170,8 @@ def test_a_background_check_holds_no_reader_of_its_own_answer(ctx, tmp_path):
 @pytest.mark.parametrize(
     "path",
     ["fork_tests/t.py", "fuzz/f.py", "fixtures/hf/o/m/config.json"]
-    + ["upstream-tests.toml", "mutants-equivalent.toml"],
+    + ["upstream-tests.toml", "mutants-equivalent.toml", "venv.lock"]
+    + ["precommit.lock", "pyproject.toml"],
 )
 def test_what_the_checks_read_beside_the_fork_is_in_each_results_inputs(tmp_path, path):
     """An edit to it makes the results stale (pr refuses them); README's does not."""
@@ -182,3 +183,12 @@ def test_what_the_checks_read_beside_the_fork_is_in_each_results_inputs(tmp_path
     assert checks.inputs_id(layout) == before
     file.write_text("b")
     assert checks.inputs_id(layout) != before
+
+
+def test_results_inputs_tell_a_files_name_from_its_content(tmp_path):
+    (tmp_path / "fuzz").mkdir()
+    (tmp_path / "fuzz" / "ab").write_text("c")
+    before = checks.inputs_id(Layout(tmp_path))
+    (tmp_path / "fuzz" / "ab").rename(tmp_path / "fuzz" / "a")
+    (tmp_path / "fuzz" / "a").write_text("bc")
+    assert checks.inputs_id(Layout(tmp_path)) != before
