@@ -134,14 +134,22 @@ UPSTREAM_SELECTION = Check(
     in_pr=True,
     background=True,
 )
+# Their workers, fixtures and venv; `test` does not refresh them.
+BENCH_READS = ("fork_tests", "fixtures", "venv.lock")
 BENCH = Check(
-    "bench", "scheduler cost per step", BENCH_RUN, gates_test=False, in_pr=True
+    "bench",
+    "scheduler cost per step",
+    BENCH_RUN,
+    gates_test=False,
+    in_pr=True,
+    reads=BENCH_READS,
 )
 BENCH_QUICK = Check(
     "bench-quick",
     "scheduler cost per step, one size",
     f"{BENCH_RUN} --quick",
     gates_test=False,
+    reads=BENCH_READS,
 )
 GPU_E2E = Check(
     "gpu-e2e",
@@ -149,6 +157,7 @@ GPU_E2E = Check(
     "python3 -m forktool e2e",
     gates_test=False,
     in_pr=True,
+    reads=("upstream-tests.toml", "venv.lock"),  # its [gpu_only] selection
 )
 
 # In the order `test` runs them, after the workflow's own.

@@ -10,9 +10,9 @@ output goes to a log printed when it ends, its result comes back as JSON
 through a pipe).
 
 Each run leaves one JSON file per check under build/results/, naming the
-fork tree and the digest of the inputs (`inputs_id`) it was measured with, so
+fork tree and the digest of each input (`inputs_id`) it was measured with, so
 a reader (reports, the PR text) can refuse one measured on another tree than
-the fork's current HEAD or with other inputs.
+the fork's current HEAD or with other content of an input its check reads.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class CheckResult:
     excerpts: dict[str, str] = field(default_factory=dict)
     # Check-specific, machine-readable details (tables, per-test outcomes).
     data: dict[str, Any] = field(default_factory=dict)
-    inputs: str = ""  # inputs_id() when it was measured
+    inputs: dict[str, str] = field(default_factory=dict)  # inputs_id() then
 
 
 @dataclass
@@ -92,19 +92,15 @@ def digest(*roots: Path) -> str:
     return hashed.hexdigest()
 
 
-INPUTS = (
-    "fork_tests/, fuzz/, fixtures/, upstream-tests.toml, mutants-equivalent.toml, "
-    "venv.lock, precommit.lock or pyproject.toml"
-)
-
-
-def inputs_id(layout: Layout | None = None) -> str:
-    """The content of what the checks read in this clone besides the fork
-    (INPUTS): a result measured with other content is stale too."""
+def inputs_id(layout: Layout | None = None) -> dict[str, str]:
+    """Each input the checks read in this clone besides the fork, named by
+    its path, with the digest of its content: a result measured with other
+    content of one its check reads is stale too."""
     at = layout or LAYOUT
     folders = (at.fork_tests, at.root / "fuzz", at.root / "fixtures")
     files = (at.selection, at.equivalents, at.lock, at.root / "precommit.lock")
-    return digest(*folders, *files, at.root / "pyproject.toml")
+    paths = (*folders, *files, at.root / "pyproject.toml")
+    return {str(path.relative_to(at.root)): digest(path) for path in paths}
 
 
 def write(store: Path, result: CheckResult) -> Path:
@@ -158,6 +154,8 @@ class Check:
     # measured); a check with one is read by the PR description.
     pr_row: Callable[[CheckResult | None], str] | None = None
     needs: tuple[Program, ...] = ()  # programs it runs, checked before `test`
+    # The inputs (inputs_id's names) its result depends on; None: all of them.
+    reads: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if (self.gates_test or self.in_setup) and self.measure is None:
@@ -295,7 +293,7 @@ def record(
     seconds: float,
     base_version: str,
     tree: str,
-    inputs: str,
+    inputs: dict[str, str],
     command: str | None = None,
 ) -> CheckResult:
     """Write what a run of `check` on `tree` with `inputs` (inputs_id(), taken
@@ -314,7 +312,9 @@ def record(
     return result
 
 
-def problem(result: CheckResult | None, check: Check, tree: str, inputs: str) -> str:
+def problem(
+    result: CheckResult | None, check: Check, tree: str, inputs: dict[str, str]
+) -> str:
     """Why `result` cannot stand for the fork at `tree` with this clone's
     `inputs` (inputs_id()), or "" when it can."""
     if result is None:
@@ -323,7 +323,8 @@ def problem(result: CheckResult | None, check: Check, tree: str, inputs: str) ->
         was = f"measured on tree {result.tree[:12]} on {result.date}"
         now = f"the fork is now at tree {tree[:12]}; run `{result.command}`"
         return f"{check.name}: stale, {was}, {now}"
-    if result.inputs != inputs:
-        was = f"measured on {result.date} with other {INPUTS}"
-        return f"{check.name}: stale, {was}; run `{result.command}`"
+    had = result.inputs if isinstance(result.inputs, dict) else {}  # older files
+    if changed := [n for n in check.reads or inputs if had.get(n) != inputs.get(n)]:
+        said = f"measured on {result.date} with another {', '.join(changed)}"
+        return f"{check.name}: stale, {said}; run `{result.command}`"
     return ""

@@ -288,7 +288,7 @@ def test_killed_by_which_test_survived_cached_and_equivalent(
     check()  # a venv made from another lock: all again
     assert "14 to run, 0 known" in capsys.readouterr().out
     with monkeypatch.context() as edited:  # measured with other inputs: all again
-        edited.setattr(checks, "inputs_id", lambda: "edited")
+        edited.setattr(checks, "inputs_id", lambda: {"fuzz": "edited"})
         check()
     assert "14 to run, 0 known" in capsys.readouterr().out
     gone = ("vllm/calc.py", "x = 1", "1 -> 2")

@@ -127,8 +127,8 @@ REFUSED = {  # what is done first, the make_kit options, what the refusal says
                       {}, ["regression-matrix: stale", "gpu-only: stale",
                            "run `python3 -m forktool setup`"]),
     "results measured with other inputs": (
-        lambda kit, mp: mp.setattr(checks, "inputs_id", lambda: "edited"), {},
-        ["regression-matrix: stale, measured on .* with other fork_tests/",
+        lambda kit, mp: mp.setattr(checks, "inputs_id", lambda: {"fuzz": "edited"}), {},
+        ["regression-matrix: stale, measured on .* with another fuzz;",
          "run `python3 -m forktool setup`"]),
     "no fork": (lambda kit, mp: shutil.rmtree(kit.fork), {},
                 ["forktool setup.*forktool test"]),

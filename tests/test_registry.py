@@ -15,7 +15,7 @@ import pytest
 from evidence_fixture import make_kit, mini_fork, synthetic_results
 
 from forktool import checks
-from forktool.checks import Measured, all_checks, run_checks
+from forktool.checks import Check, Measured, all_checks, run_checks
 from forktool.commands import test as test_command
 from forktool.layout import Layout
 from forktool.pins import Pins
@@ -192,3 +192,18 @@ def test_results_inputs_tell_a_files_name_from_its_content(tmp_path):
     (tmp_path / "fuzz" / "ab").rename(tmp_path / "fuzz" / "a")
     (tmp_path / "fuzz" / "a").write_text("bc")
     assert checks.inputs_id(Layout(tmp_path)) != before
+
+
+def test_a_result_is_stale_by_the_inputs_its_check_reads():
+    reads = Check("bench", "b", "cmd", gates_test=False, reads=("fork_tests",))
+    every = Check("fuzz", "f", "cmd", gates_test=False)
+    was = {"fork_tests": "a", "fuzz": "a"}
+    result = checks.CheckResult("bench", True, "t", "0.1", "cmd", inputs=was)
+    assert checks.problem(result, reads, "t", was | {"fuzz": "b"}) == ""
+    stale = checks.problem(result, every, "t", was | {"fuzz": "b"})
+    assert "stale, measured on  with another fuzz; run `cmd`" in stale
+    assert "another fork_tests;" in checks.problem(
+        result, reads, "t", {"fork_tests": "b", "fuzz": "a"}
+    )
+    inputs = checks.inputs_id()
+    assert [c.name for c in all_checks() if set(c.reads or inputs) - set(inputs)] == []
