@@ -157,7 +157,7 @@ GPU_E2E = Check(
     "python3 -m forktool e2e",
     gates_test=False,
     in_pr=True,
-    reads=("upstream-tests.toml", "venv.lock"),  # its [gpu_only] selection
+    reads=("upstream-tests.toml", "venv.lock"),  # the first for its [gpu_only] tests
 )
 
 # In the order `test` runs them, after the workflow's own.

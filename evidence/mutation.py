@@ -385,6 +385,17 @@ def _reasons(path: Path, keys: tuple[str, ...], *section: str) -> dict[tuple, st
         raise ForkToolError(f"cannot read {path}: {e}") from e
 
 
+def outcomes_key(selection: Selection, runner: Runner) -> str:
+    """What a mutant's outcome depends on besides the tree: the tests run, and
+    the content of what they read (the lists of equivalent and GPU-only lines
+    only change what an outcome means, which is judged anew each run)."""
+    inputs = checks.inputs_id()
+    read = [inputs[name] for name in ("fork_tests", "fixtures", "pyproject.toml")]
+    tests = [selection.regression, selection.fork_tests, selection.excluded]
+    what = [*tests, *read, venv_id(runner.venv)]
+    return hashlib.sha256(json.dumps(what).encode()).hexdigest()
+
+
 def known_outcomes(
     every: list[Mutant], known: dict[tuple, str], old: checks.CheckResult | None
 ) -> dict[str, Outcome]:
@@ -442,18 +453,15 @@ def mutation_testing(
     (LAYOUT's equivalents and selection list them).
 
     Reuses the outcomes in `store` measured on the fork's tree with this
-    selection; runs the other mutants in worktrees under `trees`, once the
-    unmutated selection passed.
+    selection and the same content of what its tests read; runs the other
+    mutants in worktrees under `trees`, once the unmutated selection passed.
     """
     start, every = time.monotonic(), series_mutants(fork)
     equivalents, gpu_lines = LAYOUT.equivalents, LAYOUT.selection
     known = _reasons(equivalents, ("file", "line", "mutation"), "equivalent")
     gpu_only = _reasons(gpu_lines, ("file", "line"), "mutate", "gpu_only")
-    # The selection and fork_tests/ are among the results' inputs; the venv
-    # is named by the lock it was made from, which `mutate` does not remake.
-    venv, old = venv_id(runner.venv), checks.read(store, NAME)
-    measured_with = (checks.fork_tree(fork), checks.inputs_id(), venv)
-    if old is None or (old.tree, old.inputs, old.data.get("venv")) != measured_with:
+    key, old = outcomes_key(selection, runner), checks.read(store, NAME)
+    if old is None or (old.tree, old.data.get("key")) != (checks.fork_tree(fork), key):
         old = None
     outcomes = known_outcomes(every, known, old)
     todo = [m for m in every if m.id not in outcomes]
@@ -499,5 +507,5 @@ def mutation_testing(
         | {"detail": o.detail, "gpu_only": gpu_only.get((m.path, m.text), "")}
         for m, o in found
     ]
-    data = {"venv": venv, "mutants": rows}
+    data = {"key": key, "mutants": rows}
     return checks.Measured(ok, tally, {"table": f"$ {COMMAND_LINE}\n{text}"}, data)

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from forktool import venv_lock
 from forktool.checks import Check, Measured, fork_tree, inputs_id, record
 from forktool.layout import LAYOUT
 from forktool.pins import Pins
@@ -53,12 +54,15 @@ def series_tests_on_base(fork: Path, path: Path, author: str) -> Path:
 
 
 def require_setup(what: str) -> None:
-    """Refuse `what` while the clone has no fork or no complete venv."""
+    """Refuse `what` while the clone has no fork, or no venv made from its
+    venv.lock (which its result records among its inputs)."""
     missing = []
     if not (LAYOUT.fork / ".git").exists():
         missing.append(f"no fork at {LAYOUT.fork}")
     if not venv_id(LAYOUT.venv):
         missing.append(f"no complete venv at {LAYOUT.venv}")
+    elif venv_id(LAYOUT.venv) != venv_lock.digest(LAYOUT.lock):
+        missing.append(f"the venv at {LAYOUT.venv} was made from another venv.lock")
     if missing:
         raise ForkToolError(
             f"{what} needs the fork and its venv: "

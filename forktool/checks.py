@@ -118,8 +118,11 @@ def read(store: Path, check: str) -> CheckResult | None:
     if not path.exists():
         return None
     try:
-        return CheckResult(**json.loads(path.read_text()))
-    except (ValueError, TypeError) as e:
+        found = json.loads(path.read_text())
+        if not isinstance(found.get("inputs"), dict):  # older files: not recorded
+            found["inputs"] = {}
+        return CheckResult(**found)
+    except (ValueError, TypeError, AttributeError) as e:
         raise ForkToolError(f"{path} is not a results file: {e}") from e
 
 
@@ -323,8 +326,11 @@ def problem(
         was = f"measured on tree {result.tree[:12]} on {result.date}"
         now = f"the fork is now at tree {tree[:12]}; run `{result.command}`"
         return f"{check.name}: stale, {was}, {now}"
-    had = result.inputs if isinstance(result.inputs, dict) else {}  # older files
-    if changed := [n for n in check.reads or inputs if had.get(n) != inputs.get(n)]:
-        said = f"measured on {result.date} with another {', '.join(changed)}"
+    reads = inputs if check.reads is None else check.reads
+    if changed := [n for n in reads if result.inputs.get(n) != inputs.get(n)]:
+        said = f"another {', '.join(changed)}"
+        if not result.inputs:  # a file from before inputs were recorded
+            said = "no record of its inputs"
+        said = f"measured on {result.date} with {said}"
         return f"{check.name}: stale, {said}; run `{result.command}`"
     return ""

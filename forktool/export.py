@@ -115,7 +115,9 @@ def _changes(
     if (patches_dir / "series").read_bytes() != series_text(names).encode():
         same = [p.name for p in read_series(patches_dir)] == names
         rewritten = "the same list, rewritten (its comments, blank lines or spaces)"
-        lines.append(f"  series: {rewritten if same else 'another list or order'}")
+        lines.append(
+            f"  series: {rewritten if same else 'patches added, removed or reordered'}"
+        )
     return lines
 
 

@@ -305,7 +305,11 @@ class _Sync:
         try:
             lacking = self.run(new_base, backup=backup, base=new_base)
         except ForkToolError as e:
-            raise type(e)(f"{moved}\n{e}") from None
+            back = (
+                f"To stay on {old} instead: put pins.toml and venv.lock back as "
+                "they were, then run `python3 -m forktool sync`."
+            )
+            raise type(e)(f"{moved}\n{e}\n{back}") from None
         return f"{moved}\nAll patches of the series apply.{lacking}"
 
 

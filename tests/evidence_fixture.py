@@ -157,7 +157,7 @@ def made_checks() -> dict[str, tuple[dict, dict, dict]]:
             {"mutants": 3, "killed": 2, "killed by the series": 1,
              "killed only by fork tests": 1, "survived": 0, "equivalent": 1},
             {"table": "$ python3 -m forktool mutate\n..."},
-            {"venv": "v", "mutants": MUTANTS},
+            {"key": "k", "mutants": MUTANTS},
         ),
         "planner-fuzz": ({"passed": 4}, {}, {}),
         "fuzz-catches-base": ({"violations": 3}, {}, {}),

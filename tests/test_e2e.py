@@ -12,7 +12,7 @@ from evidence_fixture import commit, link_venv, new_repo, programs
 from evidence import checks, e2e, worktrees
 from evidence.commands import e2e as e2e_command
 from forktool import checks as registry
-from forktool import prepare
+from forktool import prepare, venv_lock
 from forktool.commands import command
 from forktool.layout import Layout
 from forktool.pins import Pins
@@ -60,7 +60,8 @@ def clone(tmp_path, monkeypatch) -> Layout:
     }, "[Core] Zero only where bytes change precision")  # fmt: skip
     (fork / "vllm" / "_C.abi3.so").write_bytes(b"\x7fELF")  # as install leaves it
     link_venv(layout.venv)
-    (layout.venv / COMPLETE).write_text("lock\n")
+    layout.lock.write_text("pinned==1\n")
+    (layout.venv / COMPLETE).write_text(venv_lock.digest(layout.lock))
     layout.selection.write_text(
         '[[run]]\nname = "cpu"\nargs = []\n\n'
         "[regression]\nargs = []\nfails_on_base = []\n\n"
@@ -83,16 +84,19 @@ TWO_GPUS = "GPU 0: NVIDIA H200 (UUID: GPU-1)\\nGPU 1: NVIDIA H200 (UUID: GPU-2)\
 
 
 def test_refusals_both_runs_and_only_patch_1s_revert(clone, tmp_path, monkeypatch):
-    for n, (listed, said) in enumerate([  # too few GPUs, no setup: nothing written
-        (None, "needs two GPUs and found 0 "), (ONE_GPU, "needs two GPUs and found 1 "),
-        (TWO_GPUS, "run `python3 -m forktool setup` first"),  # the venv unfinished
+    for n, (listed, marker, said) in enumerate([  # nothing written
+        (None, None, "needs two GPUs and found 0 "),
+        (ONE_GPU, None, "needs two GPUs and found 1 "),
+        (TWO_GPUS, "", "no complete venv"),  # the venv unfinished, or an old one
+        (TWO_GPUS, "another lock", "made from another venv.lock"),
     ]):  # fmt: skip
-        if listed == TWO_GPUS:
-            (clone.venv / COMPLETE).unlink()
+        made = (clone.venv / COMPLETE).read_text()
+        if marker is not None:
+            (clone.venv / COMPLETE).write_text(marker)
         with pytest.raises(ForkToolError, match=re.escape(said)):
             run(tmp_path / f"refused-{n}", monkeypatch, listed)
         assert not clone.results.exists() and not clone.trees.exists()
-    (clone.venv / COMPLETE).write_text("lock\n")
+        (clone.venv / COMPLETE).write_text(made)
     assert run(tmp_path, monkeypatch, TWO_GPUS) == 0
     result = registry.read(clone.results, "gpu-e2e")
     assert result is not None and result.ok

@@ -25,7 +25,8 @@ def test_uncommitted_changes_are_refused_and_the_advised_stash_keeps_them(ws, pa
 LOCAL_WORK = {  # work in the fork, how sync names it, what export says it saves
     "a new commit": (
         lambda tree: commit(tree, *fx.LOCAL), "0004-Core-Local.patch: only in the fork",
-        "(1 written, 0 removed)\n  0004-Core-Local.patch: only in the fork"),
+        "(1 written, 0 removed)\n  0004-Core-Local.patch: only in the fork\n"
+        "  series: patches added, removed or reordered"),
     "a changed patch": (
         lambda tree: fx.change_second(tree, MINE),
         "0002-Core-Second.patch: changed in the fork",

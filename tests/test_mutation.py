@@ -227,7 +227,8 @@ SURVIVORS = [("vllm/calc.py", "LIMIT = 3", "3 -> 4"),
 def check(tmp_path, monkeypatch):
     """Runs the check on a patch adding CALC: (found, its rows by line, mutation)."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(mutation, "LAYOUT", Layout(tmp_path))  # its lists, fork_tests/
+    for module in (mutation, checks):  # its lists, fork_tests/, the inputs
+        monkeypatch.setattr(module, "LAYOUT", Layout(tmp_path))
     base = {"vllm/__init__.py": "", "vllm/calc.py": "def decide(a, b):\n    pass\n"}
     commit(fork := new_repo(tmp_path / "fork"), base, "base", tag="base")
     commit(fork, {"vllm/calc.py": CALC, TEST_CALC: TESTS}, "[Core] Calc")
@@ -236,8 +237,9 @@ def check(tmp_path, monkeypatch):
     runner = Runner(venv, tmp_path / "fixtures", tmp_path / "hf", {}, tmp_path / "logs")
     store, trees = tmp_path / "results", tmp_path / "trees"
 
-    def check(*fork_tests: str):
-        selection = Selection({}, (TEST_CALC,), fork_tests, frozenset(), (), {})
+    def check(*fork_tests: str, excluded: dict[str, str] | None = None):
+        tests = (TEST_CALC,)
+        selection = Selection({}, tests, fork_tests, frozenset(), (), excluded or {})
         found = mutation.mutation_testing(fork, trees, runner, selection, store)
         tree, line = checks.fork_tree(fork), mutation.COMMAND_LINE
         result = checks.CheckResult(
@@ -284,20 +286,24 @@ def test_killed_by_which_test_survived_cached_and_equivalent(
     again, _ = check()
     assert again.data["mutants"] == found.data["mutants"]
     assert "0 to run, 14 known" in capsys.readouterr().out
-    (tmp_path / "venv" / ".forktool-complete").write_text("another lock\n")
-    check()  # a venv made from another lock: all again
-    assert "14 to run, 0 known" in capsys.readouterr().out
-    with monkeypatch.context() as edited:  # measured with other inputs: all again
-        edited.setattr(checks, "inputs_id", lambda: {"fuzz": "edited"})
+    for edit in ("venv/.forktool-complete", "fork_tests/util.py", "fixtures/c.json"):
+        (tmp_path / edit).parent.mkdir(exist_ok=True)  # what the tests read: all again
+        (tmp_path / edit).write_text("another\n")
         check()
-    assert "14 to run, 0 known" in capsys.readouterr().out
+        assert "14 to run, 0 known" in capsys.readouterr().out
+    commit(tmp_path / "fork", {"tests/test_more.py": "X = 1\n"}, "[Core] More")
+    check()  # another tree: all again
+    excluded = {f"{TEST_CALC}::test_none": "absent"}
+    check(excluded=excluded)  # other tests: all again
+    assert capsys.readouterr().out.count("14 to run, 0 known") == 2
     gone = ("vllm/calc.py", "x = 1", "1 -> 2")
     (tmp_path / "mutants-equivalent.toml").write_text(listed(*SURVIVORS, gone))
-    settled, _ = check()
+    settled, _ = check(excluded=excluded)
+    out = capsys.readouterr().out
+    assert "0 to run, 14 known" in out  # what an outcome means changed, not it
     assert settled.ok
     assert (settled.counts["equivalent"], settled.counts["survived"]) == (2, 0)
     assert re.search(r"10 -> 11 +equivalent +no test asks", settled.excerpts["table"])
-    out = capsys.readouterr().out
     assert "mutants-equivalent.toml: no mutant is vllm/calc.py: 'x = 1': 1 -> 2" in out
 
 

@@ -33,6 +33,7 @@ def test_a_new_base_under_a_conflicting_patch_is_ported_by_the_advice(ws):
     stopped = "does not apply: 0002-Core-Second.patch"
     assert f"patch 2 of 3 in the series {stopped}" in message
     assert "conflicting: mini/util.py" in message and fx.clean(tree)
+    assert "To stay on mini 0.1 instead: put pins.toml and venv.lock back" in message
     assert git(tree, "log", "-1", "--format=%s", "base").stdout == NEW
     assert subjects(tree) == ["[Core] First"]
     backup = re.search(r"branch (backup/\S+)\.", message)

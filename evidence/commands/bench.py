@@ -1,8 +1,9 @@
 """Time vLLM's real Scheduler (schedule() + update_from_output()) on planner-made KV
 cache configs, the base's code and the fork's in processes of their own, interleaved,
-with an A/A pair for the noise floor; print the table and write build/results/bench.json
-(bench-quick.json with --quick). Needs the venv and the fork (setup); refuses sizes the
-workers cannot hold. Writes: build/results/, build/trees/bench-base."""
+with an A/A pair for the noise floor; print the table and write
+build/results/bench.json (bench-quick.json with --quick). Needs the fork and a venv
+made from venv.lock (setup); refuses sizes the workers cannot hold. Writes:
+build/results/, build/trees/bench-base."""
 
 from __future__ import annotations
 

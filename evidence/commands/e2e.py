@@ -1,13 +1,14 @@
 """Run the series' GPU-only test ([gpu_only] in upstream-tests.toml) with pytest -v -s,
-in the user's own environment (the GPUs, the Hugging Face token and cache: it reads the
-gated google/gemma-2-2b-it config and tokenizer), the venv first on PATH and the tree
-first on PYTHONPATH: once in build/vllm, once in a worktree of its HEAD where patch 1's
-hunks in kv_cache_planning.py and kv_cache_utils.py (the planner's OR of the zeroing
-decision across workers, the scheduler config's copy of it) are reversed; the rest of
-patch 1 stays, as a full revert conflicts with patch 2. Exits 0 when the test passes on
-the series and fails without the resolution. Refuses fewer than two GPUs (`nvidia-smi
--L`), a missing fork or venv (setup), and a fork with uncommitted changes or a stopped
-git operation. Writes: build/results/gpu-e2e.json, build/trees/e2e-without-resolution,
+in the user's own environment (the GPUs, the Hugging Face token and cache: it reads
+the gated google/gemma-2-2b-it config and tokenizer), the venv first on PATH and the
+tree first on PYTHONPATH: once in build/vllm, once in a worktree of its HEAD where
+patch 1's hunks in kv_cache_planning.py and kv_cache_utils.py (the planner's OR of
+the zeroing decision across workers, the scheduler config's copy of it) are reversed;
+the rest of patch 1 stays, as a full revert conflicts with patch 2. Exits 0 when the
+test passes on the series and fails without the resolution. Refuses fewer than two
+GPUs (`nvidia-smi -L`), a missing fork or venv, or one made from another venv.lock
+(setup), and a fork with uncommitted changes or a stopped git operation. Writes:
+build/results/gpu-e2e.json, build/trees/e2e-without-resolution,
 build/logs/e2e-series.log, build/logs/e2e-without-resolution.log."""
 
 from __future__ import annotations

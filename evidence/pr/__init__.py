@@ -13,7 +13,8 @@
                        `git am -3` merges from
 
 Numbers come only from results measured on the fork's current tree with the
-clone's current inputs (forktool.checks.inputs_id); a missing or stale result
+current content of the inputs their check reads (forktool.checks.inputs_id,
+Check.reads); a missing or stale result
 stops the command before it writes anything.
 `make` loads the inputs; `sections` and `description` render, `kit`
 writes, `lint` checks the description.
