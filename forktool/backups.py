@@ -56,7 +56,9 @@ def backups(fork: Path, patches: Path) -> list[Backup]:
             date = f"made {made:%Y-%m-%d %H:%M:%S} UTC"
         except ValueError:
             date = f"committed {date}"
-        found.append(Backup(name, date, len(cherry), lacking, superseded))
+        # Its commits on the base, also those the fork's HEAD has too.
+        commits = int(git(fork, "rev-list", "--count", f"{root}..{name}").stdout)
+        found.append(Backup(name, date, commits, lacking, superseded))
     return found
 
 

@@ -170,7 +170,8 @@ def test_backups_are_dated_when_they_were_made(ws):
         fx.git(ws.tree, "branch", f"backup/{name}", "HEAD~1")
     listed = backups.report(ws.tree, False, ws.patches)
     committed = fx.git(ws.tree, "log", "-1", "--format=%cs").stdout.strip()
-    assert "  backup/20240102T030405 (made 2024-01-02 03:04:05 UTC): " in listed
+    made = "  backup/20240102T030405 (made 2024-01-02 03:04:05 UTC): "
+    assert f"{made}2 commits, 0 not in the fork" in listed  # all in the fork
     assert "  backup/20240102T030405-1 (made 2024-01-02 03:04:05 UTC): " in listed
     assert f"  backup/by-hand (committed {committed}): " in listed
 
