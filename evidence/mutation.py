@@ -389,10 +389,11 @@ def outcomes_key(selection: Selection, runner: Runner) -> str:
     """What a mutant's outcome depends on besides the tree: the tests run, and
     the content of what they read (the lists of equivalent and GPU-only lines
     only change what an outcome means, which is judged anew each run)."""
-    inputs = checks.inputs_id()
-    read = [inputs[name] for name in ("fork_tests", "fixtures", "pyproject.toml")]
-    tests = [selection.regression, selection.fork_tests, selection.excluded]
-    what = [*tests, *read, venv_id(runner.venv)]
+    read = checks.digest(
+        LAYOUT.fork_tests, runner.fixtures, LAYOUT.root / "pyproject.toml"
+    )
+    tests = [selection.regression, selection.fork_tests, runner.excluded]
+    what = [*tests, read, venv_id(runner.venv)]
     return hashlib.sha256(json.dumps(what).encode()).hexdigest()
 
 

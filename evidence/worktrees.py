@@ -61,7 +61,9 @@ def require_setup(what: str) -> None:
         missing.append(f"no fork at {LAYOUT.fork}")
     if not venv_id(LAYOUT.venv):
         missing.append(f"no complete venv at {LAYOUT.venv}")
-    elif venv_id(LAYOUT.venv) != venv_lock.digest(LAYOUT.lock):
+    elif not LAYOUT.lock.exists() or venv_id(LAYOUT.venv) != venv_lock.digest(
+        LAYOUT.lock
+    ):
         missing.append(f"the venv at {LAYOUT.venv} was made from another venv.lock")
     if missing:
         raise ForkToolError(

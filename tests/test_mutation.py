@@ -1,5 +1,6 @@
 """evidence.mutation: mutants of added lines, the server's code swap, outcomes."""
 
+import dataclasses
 import importlib
 import re
 
@@ -237,10 +238,10 @@ def check(tmp_path, monkeypatch):
     runner = Runner(venv, tmp_path / "fixtures", tmp_path / "hf", {}, tmp_path / "logs")
     store, trees = tmp_path / "results", tmp_path / "trees"
 
-    def check(*fork_tests: str, excluded: dict[str, str] | None = None):
-        tests = (TEST_CALC,)
+    def check(*fork_tests: str, excluded: dict | None = None, tests=(TEST_CALC,)):
         selection = Selection({}, tests, fork_tests, frozenset(), (), excluded or {})
-        found = mutation.mutation_testing(fork, trees, runner, selection, store)
+        ran = dataclasses.replace(runner, excluded=selection.excluded)
+        found = mutation.mutation_testing(fork, trees, ran, selection, store)
         tree, line = checks.fork_tree(fork), mutation.COMMAND_LINE
         result = checks.CheckResult(
             mutation.NAME, found.ok, tree, "0.1", line, inputs=checks.inputs_id()
@@ -286,19 +287,28 @@ def test_killed_by_which_test_survived_cached_and_equivalent(
     again, _ = check()
     assert again.data["mutants"] == found.data["mutants"]
     assert "0 to run, 14 known" in capsys.readouterr().out
-    for edit in ("venv/.forktool-complete", "fork_tests/util.py", "fixtures/c.json"):
-        (tmp_path / edit).parent.mkdir(exist_ok=True)  # what the tests read: all again
-        (tmp_path / edit).write_text("another\n")
+    edits = {
+        "venv/.forktool-complete": "another lock",
+        "fixtures/c.json": "{}",
+        "fork_tests/test_ok.py": "def test_ok():\n    pass\n",
+        "pyproject.toml": "",
+    }
+    for edit, text in edits.items():  # what the tests read: all again
+        (tmp_path / edit).parent.mkdir(exist_ok=True)
+        (tmp_path / edit).write_text(text)
         check()
         assert "14 to run, 0 known" in capsys.readouterr().out
     commit(tmp_path / "fork", {"tests/test_more.py": "X = 1\n"}, "[Core] More")
-    check()  # another tree: all again
-    excluded = {f"{TEST_CALC}::test_none": "absent"}
-    check(excluded=excluded)  # other tests: all again
-    assert capsys.readouterr().out.count("14 to run, 0 known") == 2
+    check()  # another tree, then other tests, one change at a time: all again
+    ran: dict = {"tests": (TEST_CALC, "-p", "no:warnings")}
+    check(**ran)
+    check("fork_tests", **ran)
+    ran["excluded"] = {f"{TEST_CALC}::test_none": "absent"}
+    check("fork_tests", **ran)
+    assert capsys.readouterr().out.count("14 to run, 0 known") == 4
     gone = ("vllm/calc.py", "x = 1", "1 -> 2")
     (tmp_path / "mutants-equivalent.toml").write_text(listed(*SURVIVORS, gone))
-    settled, _ = check(excluded=excluded)
+    settled, _ = check("fork_tests", **ran)
     out = capsys.readouterr().out
     assert "0 to run, 14 known" in out  # what an outcome means changed, not it
     assert settled.ok

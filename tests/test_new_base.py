@@ -38,6 +38,10 @@ def test_a_new_base_under_a_conflicting_patch_is_ported_by_the_advice(ws):
     assert subjects(tree) == ["[Core] First"]
     backup = re.search(r"branch (backup/\S+)\.", message)
     assert backup and head(tree, backup.group(1)) == old_head
+    ws.sync()  # as the message says, to stay on the old base; then forward again
+    base = git(tree, "log", "-1", "--format=%s", "base").stdout.strip()
+    assert base == fx.MESSAGE.splitlines()[0] and subjects(tree) == SUBJECTS
+    message = fx.refused(lambda: ws.sync(message=NEW, sdist=sdist))
     command = next(line for line in message.splitlines() if " am -3 " in line)
     assert git(tree, *command.split()[3:], check=False).returncode != 0
     (tree / "mini/util.py").write_text("def double(x):\n    return x * 2  # new\n")

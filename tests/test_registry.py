@@ -195,6 +195,9 @@ def test_results_inputs_tell_a_files_name_from_its_content(tmp_path):
     (tmp_path / "fuzz" / "ab").rename(tmp_path / "fuzz" / "a")
     (tmp_path / "fuzz" / "a").write_text("bc")
     assert checks.inputs_id(Layout(tmp_path)) != before
+    before = checks.inputs_id(Layout(tmp_path))
+    (tmp_path / "fuzz" / "a").rename(tmp_path / "fuzz" / "b")  # the same content
+    assert checks.inputs_id(Layout(tmp_path)) != before
 
 
 def test_a_result_is_stale_by_the_inputs_its_check_reads(tmp_path):
@@ -205,7 +208,8 @@ def test_a_result_is_stale_by_the_inputs_its_check_reads(tmp_path):
     result = checks.CheckResult("c", True, "t", "0.1", "cmd", inputs=was)
     stale = {  # (check, the input edited): stale?
         ("bench", "venv.lock"): True, ("bench", "fork_tests"): True,
-        ("bench", "fuzz"): False, ("gpu-e2e", "upstream-tests.toml"): True,
+        ("bench", "fixtures"): True, ("bench", "fuzz"): False,
+        ("gpu-e2e", "upstream-tests.toml"): True, ("gpu-e2e", "venv.lock"): True,
         ("gpu-e2e", "fixtures"): False, ("planner-fuzz", "pyproject.toml"): True,
     }  # fmt: skip
     for (name, edited), expected in stale.items():
@@ -220,3 +224,6 @@ def test_a_result_is_stale_by_the_inputs_its_check_reads(tmp_path):
     checks.write(store, old)
     said = checks.problem(checks.read(store, old.check), by_name[old.check], "t", was)
     assert "fuzz: stale, measured on 20" in said and "no record of its" in said
+    (store / "listed.json").write_text("[]")
+    with pytest.raises(ForkToolError, match="listed.json is not a results file"):
+        checks.read(store, "listed")

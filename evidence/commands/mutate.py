@@ -1,15 +1,16 @@
 """Make mutants of each line the series adds under vllm/ (and/or, comparisons, a dropped
 not, any/all, constants, deleted assignments, raises and asserts, replaced return
-values), run the regression selection of upstream-tests.toml (then fork_tests/) against
-each in two worktrees side by side with -x, and print each as killed (series) or killed
-(fork tests only) (by which test), survived or equivalent (mutants-equivalent.toml, with
-a reason). Exits 1 on a survivor, and on a mutant only fork_tests/ kills unless its line
-is listed under [[mutate.gpu_only]] in upstream-tests.toml (no CPU test reaches it, with
-why). Refuses a fork with uncommitted changes or a stopped git operation, a missing venv
-or one made from another venv.lock, and a regression selection that does not pass on the
-unmutated fork. Outcomes are reused for the same tree, selection, venv and content of
-fork_tests/, fixtures/ and pyproject.toml. Writes: build/results/mutants.json,
-build/trees/mutate-*, build/logs/mutant-*.log."""
+values), run the regression selection of upstream-tests.toml (then fork_tests/)
+against each in two worktrees side by side with -x, and print each as killed (series)
+or killed (fork tests only) (by which test), survived or equivalent
+(mutants-equivalent.toml, with a reason). Exits 1 on a survivor, and on a mutant only
+fork_tests/ kills unless its line is listed under [[mutate.gpu_only]] in
+upstream-tests.toml (no CPU test reaches it, with why). Refuses a fork with
+uncommitted changes or a stopped git operation, a missing venv or one made from
+another venv.lock, and a regression selection that does not pass on the unmutated
+fork. Outcomes are reused for the same tree, regression tests, fork tests,
+exclusions, venv and content of fork_tests/, fixtures/ and pyproject.toml. Writes:
+build/results/mutants.json, build/trees/mutate-*, build/logs/mutant-*.log."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@
 
 Numbers come only from results measured on the fork's current tree with the
 current content of the inputs their check reads (forktool.checks.inputs_id,
-Check.reads); a missing or stale result
-stops the command before it writes anything.
+Check.reads); a missing or stale result of a check that gates `test`
+stops the command before it writes anything, unless `--allow-partial`.
 `make` loads the inputs; `sections` and `description` render, `kit`
 writes, `lint` checks the description.
 """
