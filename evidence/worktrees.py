@@ -59,11 +59,10 @@ def require_setup(what: str) -> None:
     missing = []
     if not (LAYOUT.fork / ".git").exists():
         missing.append(f"no fork at {LAYOUT.fork}")
-    if not venv_id(LAYOUT.venv):
+    made_from = venv_id(LAYOUT.venv)
+    if not made_from:
         missing.append(f"no complete venv at {LAYOUT.venv}")
-    elif not LAYOUT.lock.exists() or venv_id(LAYOUT.venv) != venv_lock.digest(
-        LAYOUT.lock
-    ):
+    elif not LAYOUT.lock.exists() or made_from != venv_lock.digest(LAYOUT.lock):
         missing.append(f"the venv at {LAYOUT.venv} was made from another venv.lock")
     if missing:
         raise ForkToolError(

@@ -97,6 +97,11 @@ def test_refusals_both_runs_and_only_patch_1s_revert(clone, tmp_path, monkeypatc
             run(tmp_path / f"refused-{n}", monkeypatch, listed)
         assert not clone.results.exists() and not clone.trees.exists()
         (clone.venv / COMPLETE).write_text(made)
+    locked = clone.lock.read_text()
+    clone.lock.unlink()  # no venv.lock: refused, not a traceback
+    with pytest.raises(ForkToolError, match="made from another venv.lock"):
+        run(tmp_path / "no-lock", monkeypatch, TWO_GPUS)
+    clone.lock.write_text(locked)
     assert run(tmp_path, monkeypatch, TWO_GPUS) == 0
     result = registry.read(clone.results, "gpu-e2e")
     assert result is not None and result.ok
