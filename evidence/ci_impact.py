@@ -1,28 +1,261 @@
 """Which vLLM Buildkite steps the series triggers, and which of them run a test.
 
-    <venv>/bin/python -m evidence.ci_impact --fork build/vllm [--base base]
-        [--head HEAD] [--test NODE]
+    <venv>/bin/python -m evidence.ci_impact --fork build/vllm
 
-prints Markdown for the files `git diff --name-only base..head` changes, with
-the pipeline YAML read at `base` and at `head`: the steps and the rules that
-trigger them as evidence/ci_steps.py reads them, which steps collect the test
-as evidence/ci_collect.py finds it (the fork must have `head` checked out).
+prints Markdown for the files `git diff --name-only base..HEAD` changes, with
+the pipeline YAML read at `base` and at HEAD: the steps and the rules that
+trigger them, and which steps collect the series' E2E test.
+
+NVIDIA steps: those of the YAMLs under the `job_dirs:` of
+.buildkite/ci_config*.yaml, found as
+tools/pre_commit/check_buildkite_step_keys.py finds them (counted per job dir:
+the Intel and CPU ones live there too). AMD steps: each step's `mirror.amd`
+block (`amd-<key>`), steps on an AMD GPU (`mi…`), .buildkite/test-amd.yaml.
+
+Where the matching rules come from: the pipeline generator, vllm-project/ci-infra
+buildkite/pipeline_generator/buildkite_step.py at 0009bdf5 (not in the sdist,
+not pinned by vLLM).
+* `_matches_source_dependency`: an entry, trailing `/` stripped, matches a path
+  equal to it or under it at a `/` boundary; no globs.
+* `_source_file_dependencies_match`: a file matching a `!` entry does not
+  count, whatever the order; no entries, no match.
+* `_get_amd_mirror_effective_step`: a mirror's entries are its own followed by
+  its parent's; `optional` is the mirror's, else the parent's.
+* `_step_should_run`: an `optional: true` step gets a block step (nightly or a
+  manual unblock). run_all patterns, always-run keys and the AMD runtime-script
+  rule are not modelled.
+In-tree: .buildkite/test-amd.yaml lines 12 (`optional`) and 27
+(`source_file_dependencies`: "prefixes to opt-in the test for");
+.buildkite/test_areas/distributed.yaml line 13 (a `!` entry).
+
+Which steps collect the test: the fork's tools/pre_commit/check_test_tethering.py
+parses each command into test-file selections; for each pytest invocation
+selecting the file, `file::name` arguments, `--deselect` and `-k` narrow the
+test's items. `-k` goes through pytest's own parser and KeywordMatcher, on
+keywords collected once with `--collect-only` in the fork (which must have
+the revision checked out), through the runner with the plugin
+evidence/ci_keywords.py. `-m` (flagged where used) and skip marks are not
+evaluated.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
+import json
+import re
 import sys
+import tempfile
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from types import ModuleType
+from typing import Any, NamedTuple
 
-from evidence.ci_collect import TETHERING, collect, collected, load_tethering
-from evidence.ci_steps import AMD, NVIDIA, Step, steps_at, triggers
 from forktool import process
 from forktool.checks import Measured
+from forktool.layout import LAYOUT
 from forktool.process import BASE_TAG, ForkToolError, git
+from forktool.pytest_runner import run_pytest, test_env
 from forktool.venv import compiling_once
+
+TEST_AMD_YAML = ".buildkite/test-amd.yaml"
+NVIDIA, AMD = "NVIDIA", "AMD"
+AMD_GPU = re.compile(r"mi\d+_\w+")
+
+
+def entry_matches(entry: str, path: str) -> bool:
+    prefix = entry.rstrip("/")
+    return bool(prefix) and (path == prefix or path.startswith(prefix + "/"))
+
+
+def triggers(deps: list[str], changed: Iterable[str]) -> dict[str, list[str]]:
+    """Changed file -> the include entries selecting it, for each file that
+    some include entry selects and no `!` entry excludes."""
+    excludes = [d[1:] for d in deps if d.startswith("!")]
+    hits = {
+        path: [d for d in deps if d[:1] != "!" and entry_matches(d, path)]
+        for path in changed
+        if not any(entry_matches(e, path) for e in excludes)
+    }
+    return {path: entries for path, entries in hits.items() if entries}
+
+
+@dataclass(frozen=True)
+class Step:
+    pipeline: str
+    source: str  # the YAML file
+    raw: dict[str, Any] = field(compare=False, repr=False)
+    key: str | None = None
+    inherited: tuple[str, ...] = ()  # a mirror's entries taken from its parent
+
+    @property
+    def label(self) -> str:
+        return str(self.raw.get("label") or self.key)
+
+    @property
+    def runs(self) -> str:
+        """Blocked until nightly or a manual unblock, or run on a PR."""
+        return "optional" if self.raw.get("optional") else "PR"
+
+    @property
+    def deps(self) -> list[str]:
+        return [str(d) for d in self.raw.get("source_file_dependencies") or ()]
+
+    @property
+    def commands(self) -> list[str]:
+        listed = self.raw.get("commands") or [self.raw.get("command")]
+        flat = [c for i in listed for c in (i if isinstance(i, list) else [i])]
+        return [c for c in flat if isinstance(c, str)]
+
+
+def mirror_step(parent: dict[str, Any], amd: dict[str, Any], source: str) -> Step:
+    """The AMD step the generator publishes for `parent`'s `mirror.amd` block:
+    the parent's fields overridden by the mirror's, entries excepted."""
+    own = [str(d) for d in amd.get("source_file_dependencies") or ()]
+    theirs = [str(d) for d in parent.get("source_file_dependencies") or ()]
+    inherited = tuple(d for d in theirs if d not in own)
+    label = amd.get("label") or f"AMD: {parent.get('label')} ({amd.get('device')})"
+    raw = {**parent, **amd, "label": label}
+    raw["source_file_dependencies"] = [*own, *inherited]
+    key = f"amd-{parent['key']}" if parent.get("key") else None
+    return Step(AMD, source, raw, key, inherited)
+
+
+def job_steps(doc: Any, source: str, pipeline: str | None = None) -> list[Step]:
+    """The steps of one pipeline YAML document, each followed by its AMD mirror."""
+    steps = []
+    raws = doc.get("steps") if isinstance(doc, dict) else None
+    for raw in [r for r in raws or () if isinstance(r, dict)]:
+        gpu = AMD_GPU.fullmatch(str(raw.get("device") or ""))
+        kind = pipeline or (AMD if gpu else NVIDIA)
+        steps.append(Step(kind, source, raw, raw.get("key")))
+        amd = (raw.get("mirror") or {}).get("amd")
+        if isinstance(amd, dict):
+            steps.append(mirror_step(raw, amd, source))
+    return steps
+
+
+def steps_at(fork: Path, rev: str) -> list[Step]:
+    """Both pipelines' steps, as the YAML at `rev` defines them."""
+    import yaml  # the fork venv's
+
+    def load(path: str) -> Any:
+        return yaml.safe_load(git(fork, "show", f"{rev}:{path}").stdout)
+
+    def listed(directory: str, *recursive: str) -> list[str]:
+        out = git(fork, "ls-tree", "--name-only", *recursive, rev, "--", directory)
+        return sorted(p for p in out.stdout.splitlines() if p.endswith(".yaml"))
+
+    buildkite = listed(".buildkite/")
+    configs = [p for p in buildkite if Path(p).name.startswith("ci_config")]
+    job_dirs = {d.rstrip("/") + "/" for c in configs for d in load(c)["job_dirs"]}
+    files = sorted({p for d in job_dirs for p in listed(d, "-r")})
+    steps = [s for path in files for s in job_steps(load(path), path)]
+    if TEST_AMD_YAML in buildkite:
+        steps += job_steps(load(TEST_AMD_YAML), TEST_AMD_YAML, AMD)
+    return steps
+
+
+TETHERING = "tools/pre_commit/check_test_tethering.py"
+
+
+def load_tethering(fork: Path) -> ModuleType:
+    """The fork's command parser; each pytest selection keeps its tokens."""
+    spec = importlib.util.spec_from_file_location("_tethering", fork / TETHERING)
+    if spec is None or spec.loader is None:
+        raise ForkToolError(f"{fork / TETHERING} cannot be loaded as a module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no pyc there
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = saved
+    parse = module._parse_pytest_command
+
+    def parse_keeping_tokens(tokens: list[str]) -> Any:
+        selection = parse(tokens)
+        selection.tokens = tokens
+        return selection
+
+    vars(module)["_parse_pytest_command"] = parse_keeping_tokens
+    return module
+
+
+def collect(fork: Path, rev: str, test: str, python: str) -> dict[str, frozenset]:
+    """The test's items (ids after `file::`) and their `-k` keywords, collected
+    in the fork, which must have `rev` checked out."""
+    label = "ci-impact-collect"
+    with tempfile.TemporaryDirectory(prefix="ci-impact-") as tmp:
+        out = Path(tmp, "items.json")
+        cmd = [python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        cmd += ["-p", "evidence.ci_keywords", f"--ci-keywords={out}", test]
+        env, log = test_env(LAYOUT.hf_home), LAYOUT.logs / f"{label}.log"
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is the report
+            session = run_pytest(cmd, fork, env, log, label)
+        items = json.loads(out.read_text()) if out.exists() else {}
+    if session.status != 0 or not items:
+        errors = "".join(f"\n  {e}" for e in session.collection_errors()[:5])
+        raise ForkToolError(f"collecting {test} failed; see {session.log}{errors}")
+    return {i.partition("::")[2]: frozenset(kw) for i, kw in items.items()}
+
+
+def pytest_options(tokens: list[str]) -> argparse.Namespace:
+    """The `-k`, `-m` and `--deselect` of a pytest command line, read as
+    pytest's own argparse reads them (the last `-k` or `-m` wins)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("-k", "--keyword")
+    parser.add_argument("-m", dest="marker")
+    parser.add_argument("--deselect", action="append", default=[])
+    return parser.parse_known_args(tokens)[0]
+
+
+def k_selects(expr: str, keywords: Iterable[str]) -> bool:
+    """pytest's `-k`: its expression grammar and its KeywordMatcher."""
+    from _pytest.mark import KeywordMatcher
+    from _pytest.mark.expression import Expression
+
+    if not expr.strip():  # pytest ignores an empty -k
+        return True
+    return Expression.compile(expr).evaluate(KeywordMatcher(frozenset(keywords)))
+
+
+def node_selects(arg: str, item: str) -> bool:
+    """Does a pytest path argument's `::` part select `item`?"""
+    sel = arg.partition("::")[2]
+    return not sel or item == sel or item.startswith((sel + "[", sel + "::"))
+
+
+def collected(
+    step: Step, file: str, items: dict[str, frozenset], tk: ModuleType
+) -> tuple[list[str], bool]:
+    """The items of `file` the step's commands collect, and whether a pytest
+    invocation that runs the file filters with `-m` (not evaluated)."""
+    rel = tk.normalize_test_path(file)
+    chosen: set[str] = set()
+    unevaluated = False
+    for command in step.commands:
+        for sel in (s for s in tk._parse_command(command) if s.runs(rel)):
+            tokens = getattr(sel, "tokens", None)
+            if tokens is None:  # a `find` sweep or `python file.py`
+                chosen.update(items)
+                continue
+            args = [a for a in sel.included_paths if sel._arg_covers(a, rel)]
+            opts = pytest_options(tokens)
+            dropped = [d for d in opts.deselect if sel._arg_covers(d, rel)]
+            chosen.update(
+                i
+                for i, keywords in items.items()
+                if any(node_selects(a, i) for a in args)
+                and not any("::" in d and node_selects(d, i) for d in dropped)
+                and (opts.keyword is None or k_selects(opts.keyword, keywords))
+            )
+            unevaluated |= opts.marker is not None
+    return [i for i in items if i in chosen], unevaluated
+
 
 DEFAULT_TEST = (
     "tests/distributed/test_pipeline_parallel.py::test_pp_mixed_precision_kv_cache"
@@ -103,9 +336,7 @@ def trigger_counts(steps: list[Step], changed: list[str]) -> str:
 def report(fork: Path, base: str, head: str, test: str, python: str) -> str:
     """Markdown: the steps whose commands collect `test`, what triggers them
     with the YAML at `base` and at `head`, and the triggered step counts."""
-    file, sep, _ = test.partition("::")
-    if not (sep and file.startswith("tests/") and file.endswith(".py")):
-        raise ForkToolError(f"give the test as tests/<file>.py::<name>, not {test}")
+    file = test.partition("::")[0]
     changed = git(fork, "diff", "--name-only", f"{base}..{head}").stdout.split()
     sources = [p for p in changed if not p.startswith("tests/")]
     tests = [p for p in changed if p.startswith("tests/")]
@@ -133,7 +364,7 @@ def report(fork: Path, base: str, head: str, test: str, python: str) -> str:
         "until nightly or a manual unblock; *PR*: runs on a PR when triggered.\n",
         "| Pipeline | Step | Key | Runs | Collects "
         f"| Triggered, YAML at `{base}` | Triggered, YAML at `{head}` |",
-        "|---|---|---|---|---|---|---|",
+        "| --- | --- | --- | --- | --- | --- | --- |",
         *rows,
         f"\nThe series' {len(tests)} test files trigger {by_tests[0]} of these steps "
         f"with the YAML at `{base}` and {by_tests[1]} at `{head}`.\n",
@@ -169,12 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         "python -m evidence.ci_impact", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--fork", type=Path, required=True, help="build/vllm")
-    parser.add_argument("--base", default=BASE_TAG)
-    parser.add_argument("--head", default="HEAD")
-    parser.add_argument("--test", default=DEFAULT_TEST, help="tests/<file>.py::<name>")
     args = parser.parse_args(argv)
     try:
-        print(report(args.fork, args.base, args.head, args.test, sys.executable))
+        print(report(args.fork, BASE_TAG, "HEAD", DEFAULT_TEST, sys.executable))
     except ForkToolError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -1,4 +1,4 @@
-"""A pytest plugin for evidence.ci_collect: under `--collect-only`, writes
+"""A pytest plugin for evidence.ci_impact: under `--collect-only`, writes
 each collected item's node id and the names pytest's `-k` matches it by, as
 one JSON object.
 

@@ -8,7 +8,6 @@ tests but must not lose any.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +91,7 @@ def options(args: tuple[str, ...]) -> tuple[str, ...]:
 
 def only(result: Result, ids: list[str]) -> Result:
     """`result`'s outcomes of the tests `ids`."""
-    kept = Result(cached=result.cached)
-    for f in fields(Result):
-        whole = getattr(result, f.name)
-        if isinstance(whole, dict):  # test id -> what the run said of it
-            getattr(kept, f.name).update({t: whole[t] for t in ids if t in whole})
-    return kept
+    return Result({t: result.outcomes[t] for t in ids if t in result.outcomes})
 
 
 def _on_fork(

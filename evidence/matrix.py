@@ -180,19 +180,8 @@ def regression_matrix(
         for column, result in columns.items()
         for outcome, n in result.counts().items()
     }
-    data = {
-        "args": list(selection.regression),
-        "fails_on_base": sorted(selection.fails_on_base),
-        "table": shown,
-        "columns": {
-            column: {
-                "outcomes": r.outcomes,
-                "exceptions": r.exceptions(),
-                "seconds": round(r.seconds, 1),
-            }
-            for column, r in columns.items()
-        },
-    }
+    outcomes = {column: {"outcomes": r.outcomes} for column, r in columns.items()}
+    data = {"table": shown, "columns": outcomes}
     return Measured(not problems, counts, excerpts, data)
 
 

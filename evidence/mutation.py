@@ -408,7 +408,7 @@ def known_outcomes(
     for m in every:
         if reason := known.get((m.path, m.text, m.mutation)):
             outcomes[m.id] = Outcome("equivalent", reason)
-        elif before.get(m.id, {}).get("kind", "equivalent") != "equivalent":
+        elif m.id in before and before[m.id]["kind"] != "equivalent":
             outcomes[m.id] = Outcome(before[m.id]["kind"], before[m.id]["detail"])
     return outcomes
 

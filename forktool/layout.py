@@ -21,7 +21,6 @@ class Layout:
         # Mutants of the series' added lines no test can kill, with reasons.
         self.equivalents = root / "mutants-equivalent.toml"
         self.prose = root / "pr" / "description.toml"
-        self.review = root / "REVIEW.md"
         # build/, git-ignored.
         self.build = build = root / "build"
         self.fork = build / "vllm"

@@ -151,7 +151,7 @@ def made_checks() -> dict[str, tuple[dict, dict, dict]]:
                          ["0002 y", "signoff", "PASS", ""]],
         }),
         "ci-checkers": ({"passed": 2, "failed": 0}, {}, {}),
-        "ci-impact": ({}, {}, {"report": "### CI impact\n\n| A | B |\n|---|---|\n"
+        "ci-impact": ({}, {}, {"report": "### CI impact\n\n| A | B |\n| --- | --- |\n"
                                          "| 1 | 2 |\n"}),
         "mutants": (
             {"mutants": 3, "killed": 2, "killed by the series": 1,
@@ -169,21 +169,26 @@ def made_checks() -> dict[str, tuple[dict, dict, dict]]:
     }  # fmt: skip
 
 
+def required() -> dict[str, str]:
+    """The results the description needs, and the command that refreshes each."""
+    return {c.name: c.command for c in checks.all_checks() if c.in_pr and c.gates_test}
+
+
 def synthetic_results(store: Path, tree: str) -> None:
     """One result per required check, shaped as `test` writes them."""
     made = made_checks()
-    missing, extra = set(pr.required()) - set(made), set(made) - set(pr.required())
+    missing, extra = set(required()) - set(made), set(made) - set(required())
     assert not (missing or extra), f"made_checks(): add {missing}, remove {extra}"
     for check, counts_excerpts_data in made.items():
-        args = (check, True, tree, "0.1", pr.required()[check], "", 1.0)
+        args = (check, True, tree, "0.1", required()[check], "", 1.0)
         result = checks.CheckResult(*args, *counts_excerpts_data, checks.inputs_id())
         checks.write(store, result)
 
 
 def make_kit(fork: Path, store: Path, out: Path, signer=None, partial=False) -> str:
     return pr.make_kit(
-        fork, store, out, REPO / "pr" / "description.toml", fork / "REVIEW.md",
-        "0.1", NEUTRAL, signer, partial, lambda fork, text: None,
+        fork, store, out, REPO / "pr" / "description.toml", "0.1", NEUTRAL,
+        signer, partial, lambda fork, text: None,
         ("tests/test_core.py", "-k", "zero"),
     )  # fmt: skip
 

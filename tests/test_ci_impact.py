@@ -5,7 +5,7 @@ import sys
 import pytest
 from evidence_fixture import REPO, new_repo
 
-from evidence import ci_collect, ci_impact, ci_steps
+from evidence import ci_impact
 from forktool.layout import Layout
 
 FORK = REPO / "build" / "vllm"
@@ -15,7 +15,7 @@ PARAMS = ["mp-first", "mp-last", "ray-first", "ray-last"]
 # The keywords pytest gives each item: its name, module, directories, markers.
 PARENTS = {"test_pipeline_parallel.py", "distributed", "tests", "parametrize"}
 ITEMS = {f"{NAME}[{p}]": frozenset({f"{NAME}[{p}]", *PARENTS}) for p in PARAMS}
-AMD, NVIDIA = ci_steps.AMD, ci_steps.NVIDIA
+AMD, NVIDIA = ci_impact.AMD, ci_impact.NVIDIA
 WORKER = "vllm/v1/worker/gpu/"
 GPU_WORKER = "vllm/v1/worker/gpu_worker.py"
 
@@ -32,7 +32,7 @@ GPU_WORKER = "vllm/v1/worker/gpu_worker.py"
     ("", "vllm/x.py", False),
 ])  # fmt: skip
 def test_entry_matches_the_path_or_a_subtree(entry, path, expected):
-    assert ci_steps.entry_matches(entry, path) is expected
+    assert ci_impact.entry_matches(entry, path) is expected
 
 
 @pytest.mark.parametrize("deps", [
@@ -42,16 +42,16 @@ def test_entry_matches_the_path_or_a_subtree(entry, path, expected):
 def test_exclusions_drop_only_the_files_they_match_in_any_order(deps):
     changed = ["vllm/distributed/kv_transfer/base.py"]
     changed += ["vllm/distributed/parallel_state.py", "tests/distributed/test_x.py"]
-    assert ci_steps.triggers(deps, changed) == {
+    assert ci_impact.triggers(deps, changed) == {
         "vllm/distributed/parallel_state.py": ["vllm/"],
         "tests/distributed/test_x.py": ["tests/distributed/"],
     }
-    assert ci_steps.triggers(deps, changed[:1]) == {}
+    assert ci_impact.triggers(deps, changed[:1]) == {}
     # No includes, no match; every matching entry is kept.
-    assert ci_steps.triggers(["!vllm/"], ["vllm/x.py", "setup.py"]) == {}
-    assert ci_steps.triggers([], ["vllm/x.py"]) == {}
+    assert ci_impact.triggers(["!vllm/"], ["vllm/x.py", "setup.py"]) == {}
+    assert ci_impact.triggers([], ["vllm/x.py"]) == {}
     deps = ["vllm/v1/", "vllm/v1/core/", "vllm/v1/core/kv_cache_utils.py"]
-    assert ci_steps.triggers(deps, ["vllm/v1/core/kv_cache_utils.py"]) == {
+    assert ci_impact.triggers(deps, ["vllm/v1/core/kv_cache_utils.py"]) == {
         "vllm/v1/core/kv_cache_utils.py": deps
     }
 
@@ -69,30 +69,30 @@ def pp_doc(**mirror: object) -> dict:
 def test_mirrors_amd_steps_and_a_steps_row():
     """A mirror takes its own entries, then its parent's."""
     doc = pp_doc(source_file_dependencies=["vllm/distributed/", "tests/distributed/"])
-    nvidia, amd = ci_steps.job_steps(doc, "d.yaml")
+    nvidia, amd = ci_impact.job_steps(doc, "d.yaml")
     assert (nvidia.pipeline, nvidia.key, nvidia.runs) == (NVIDIA, "pp", "optional")
     assert (amd.pipeline, amd.key, amd.runs) == (AMD, "amd-pp", "PR")
     assert amd.deps == ["vllm/distributed/", "tests/distributed/", WORKER]
     assert amd.inherited == (WORKER,)
     assert amd.commands == nvidia.commands  # none of its own: the parent's
     changed = ["vllm/v1/worker/gpu/model_runner.py"]
-    assert ci_steps.triggers(amd.deps, changed)  # only through the parent's entry
+    assert ci_impact.triggers(amd.deps, changed)  # only through the parent's entry
     cell = "`vllm/v1/worker/gpu/` (parent's) ← `model_runner.py`"
     assert ci_impact.trigger_cell(amd, changed) == cell
     # Without entries or `optional` of its own, a mirror inherits them.
     doc = pp_doc(commands=["pytest -v -s distributed -k ray"])
     del doc["steps"][1]["mirror"]["amd"]["optional"]
-    _, amd = ci_steps.job_steps(doc, "d.yaml")
+    _, amd = ci_impact.job_steps(doc, "d.yaml")
     assert amd.deps == ["vllm/distributed/", WORKER]
     assert (amd.runs, amd.commands) == ("optional", ["pytest -v -s distributed -k ray"])
     # Steps on an AMD GPU and those of the legacy AMD YAML are AMD's.
     doc = {"steps": [{"key": "a", "device": "mi355_1"}, {"key": "c", "device": "h100"}]}
-    assert [s.pipeline for s in ci_steps.job_steps(doc, "x.yaml")] == [AMD, NVIDIA]
+    assert [s.pipeline for s in ci_impact.job_steps(doc, "x.yaml")] == [AMD, NVIDIA]
     legacy = {"steps": [{"label": "PP", "agent_pool": "mi250_4", "command": "pytest"}]}
-    (step,) = ci_steps.job_steps(legacy, ci_steps.TEST_AMD_YAML, AMD)
+    (step,) = ci_impact.job_steps(legacy, ci_impact.TEST_AMD_YAML, AMD)
     assert (step.pipeline, step.key, step.commands) == (AMD, None, ["pytest"])
     # A row shows each revision, and a step missing at one.
-    _, amd = ci_steps.job_steps(pp_doc(), "d.yaml")
+    _, amd = ci_impact.job_steps(pp_doc(), "d.yaml")
     changed = ["vllm/v1/worker/gpu/model_runner.py", "tests/distributed/test_x.py"]
     new = ci_impact.Found(amd, list(ITEMS)[2:], False)
     assert ci_impact.table_row(None, new, len(ITEMS), changed) == (
@@ -108,7 +108,7 @@ def test_mirrors_amd_steps_and_a_steps_row():
     (["pytest", "-m", "not x", "--deselect=a::t", "a"], None, "not x", ["a::t"]),
 ])  # fmt: skip
 def test_pytest_options(tokens, keyword, marker, deselect):
-    opts = ci_collect.pytest_options(tokens)
+    opts = ci_impact.pytest_options(tokens)
     assert (opts.keyword, opts.marker, opts.deselect) == (keyword, marker, deselect)
 
 
@@ -121,7 +121,7 @@ def test_pytest_options(tokens, keyword, marker, deselect):
     ("tp", []), ("", PARAMS),  # no filter
 ])  # fmt: skip
 def test_k_is_evaluated_by_pytest_against_item_keywords(expr, expected):
-    chosen = [i for i, kw in ITEMS.items() if ci_collect.k_selects(expr, kw)]
+    chosen = [i for i, kw in ITEMS.items() if ci_impact.k_selects(expr, kw)]
     assert chosen == [f"{NAME}[{p}]" for p in expected]
 
 
@@ -130,10 +130,10 @@ def test_k_is_evaluated_by_pytest_against_item_keywords(expr, expected):
     (f"{PP}::{NAME}[mp-last]", False), (f"{PP}::test_pp", False),
 ])  # fmt: skip
 def test_node_selectors(selector, selects):
-    assert ci_collect.node_selects(selector, f"{NAME}[ray-last]") is selects
+    assert ci_impact.node_selects(selector, f"{NAME}[ray-last]") is selects
 
 
-@pytest.mark.skipif(not (FORK / ci_collect.TETHERING).is_file(), reason="no fork")
+@pytest.mark.skipif(not (FORK / ci_impact.TETHERING).is_file(), reason="no fork")
 @pytest.mark.parametrize(("command", "expected", "flagged"), [
     (f"pytest -v -s {PP} -k 'ray'", 2, False), ("pytest -v -s distributed", 4, False),
     (f"pytest tests/{PP}::test_other", 0, False),
@@ -143,9 +143,9 @@ def test_node_selectors(selector, selects):
     (f"pytest -m 'not slow' {PP}", 4, True),
 ])  # fmt: skip
 def test_collected_through_the_forks_parser(command, expected, flagged):
-    step = ci_steps.Step(NVIDIA, "x.yaml", {"commands": [command]}, "x")
-    tk = ci_collect.load_tethering(FORK)
-    items, unevaluated = ci_collect.collected(step, f"tests/{PP}", ITEMS, tk)
+    step = ci_impact.Step(NVIDIA, "x.yaml", {"commands": [command]}, "x")
+    tk = ci_impact.load_tethering(FORK)
+    items, unevaluated = ci_impact.collected(step, f"tests/{PP}", ITEMS, tk)
     assert (len(items), unevaluated) == (expected, flagged)
 
 
@@ -154,9 +154,9 @@ def test_keywords_are_collected_in_the_tree_through_the_runner(tmp_path, monkeyp
     test = "@pytest.mark.parametrize('backend', ['ray', 'mp'])\ndef test_pp(backend):"
     text = f"import pytest\n\n{test}\n    pass\n"
     tree = new_repo(tmp_path / "tree", {"tests/test_pp.py": text})
-    monkeypatch.setattr(ci_collect, "LAYOUT", Layout(tmp_path))
-    items = ci_collect.collect(tree, "HEAD", "tests/test_pp.py", sys.executable)
+    monkeypatch.setattr(ci_impact, "LAYOUT", Layout(tmp_path))
+    items = ci_impact.collect(tree, "HEAD", "tests/test_pp.py", sys.executable)
     assert set(items) == {"test_pp[ray]", "test_pp[mp]"}
-    assert ci_collect.k_selects("ray", items["test_pp[ray]"])
-    assert not ci_collect.k_selects("ray", items["test_pp[mp]"])
+    assert ci_impact.k_selects("ray", items["test_pp[ray]"])
+    assert not ci_impact.k_selects("ray", items["test_pp[mp]"])
     assert (tmp_path / "build" / "logs" / "ci-impact-collect.jsonl").exists()

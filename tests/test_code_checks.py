@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import os
 
-from evidence_fixture import link_venv, new_repo, programs
+from evidence_fixture import link_venv, new_repo, programs, required
 
-from evidence.pr import make as pr
 from forktool import checks, tool_checks
 from forktool.checks import all_checks
 from forktool.layout import Layout
@@ -17,7 +16,7 @@ def test_a_code_check_passes_only_when_every_command_exits_0(tmp_path):
     """... and fails on a missing program; ruff and mypy gate `test`, not `pr`."""
     for check in (tool_checks.RUFF, tool_checks.MYPY):
         assert check in all_checks() and check.gates_test
-        assert check.command == checks.TEST and check.name not in pr.required()
+        assert check.command == checks.TEST and check.name not in required()
     venv = programs(tmp_path / "bin", ruff='echo "ruff $*"; [ "$2" = x ]').parent
     lint, form = ["ruff", "check", "x"], ["ruff", "format", "x"]
     found = tool_checks.code_check(venv, lint, form)

@@ -46,13 +46,13 @@ DESCRIPTION = [
     "#49623", "1. [Core] Keep zeroing",
 ]  # fmt: skip
 EVIDENCE = [  # the fork's own checks, the tracebacks and the CI report
-    "### Runners assessed\n\nMRV2 read, not run.\n",
+    "### Runners assessed\n\nRead, not run on GPUs. The GPU worker builds",
     "copies of the decision (`fork_tests/`) | 1 failed | 1 passed |",
     "0001: 1 passed; 0002: 1 passed",
     "python3 -m forktool mutate",
     "    E   assert False is True",  # the base's traceback
     "3 passed (3 s)",  # the series' pass
-    "| --- | --- |\n| 1 | 2 |",  # the CI report, delimiters spaced
+    "| --- | --- |\n| 1 | 2 |",  # the CI report
     "Need 2 GPUs", "python3 -m forktool e2e",
     "Benchmark: not measured",
     "`__dict__` lookup) | 1 passed, 1 failed | 2 passed |",
@@ -83,12 +83,9 @@ def test_renders_the_kit_reading_only_checks_of_the_registry(kit, monkeypatch):
 
     load = pr.load_results
     monkeypatch.setattr(pr, "load_results", lambda *a: Watched(load(*a)))
-    (kit.fork / "REVIEW.md").write_text(
-        "# Review\n\n## Runners assessed\n\nMRV2 read, not run.\n\n## Next\n\nx\n"
-    )
     kit.make()
     rows = {check.name for check in checks.all_checks() if check.pr_row}  # all rendered
-    assert {check.name for check in asked} | rows == {*pr.required(), "bench"}
+    assert {check.name for check in asked} | rows == {*ef.required(), "bench"}
     text, evidence = kit.read("description"), kit.read("evidence")
     assert len(text.splitlines()) <= 120
     assert [line for line in DESCRIPTION if line not in text] == []
@@ -154,13 +151,6 @@ def test_a_refused_kit_writes_nothing_and_says_why(kit, monkeypatch, case):
         assert "### Pre-commit\n\nnot measured." in kit.read("evidence")
 
 
-def mutants_without_kind(kit):
-    old = stored(kit.store, "mutants")
-    for row in old.data["mutants"]:
-        del row["kind"]
-    return old
-
-
 def flaky_on_fork(kit):
     suite = stored(kit.store, "upstream-selection")
     run = suite.data["runs"]["v1-core"]
@@ -194,9 +184,6 @@ RENDERED = {  # the result written over the synthetic one, the file, said, not s
         "did not run: the regression selection does not pass",
         "**Checks that failed on this tree: mutants.**",
     ], []),
-    "mutants recorded without their kind": (mutants_without_kind, "evidence", [
-        "recorded without who killed each mutant; run `",
-    ], ["<summary>Each mutant</summary>"]),
     "a flaky failure on the fork": (flaky_on_fork, "description", [
         "1202 passed, 1 failed, 7 skipped (3 added by the series, 0 lost; failed, "
         "then passed when run again: `test_slow_subprocess`) |",
@@ -257,7 +244,7 @@ def test_the_description_fits_the_line_budget_and_the_rest_goes_beside_it(kit):
     row = mutants.data["mutants"][0]
     mutants.data["mutants"] = [{**row, "id": f"m{i}", "line": i} for i in range(80)]
     impact = stored(kit.store, "ci-impact")
-    impact.data["report"] = "| A | B |\n|---|---|\n" + "| x | y |\n" * 60
+    impact.data["report"] = "| A | B |\n| --- | --- |\n" + "| x | y |\n" * 60
     for result in (matrix, mutants, impact, bench_result(kit.tree, [100, 100.5, 99.5])):
         checks.write(kit.store, result)
     kit.make()

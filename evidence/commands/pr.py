@@ -26,7 +26,7 @@ from forktool.selection import Selection
 def run(pins: Pins, args: argparse.Namespace) -> int:
     prerequisites.require("pr", [prerequisites.GIT, *precommit.NEEDS])
     tests = Selection.load(LAYOUT.selection).regression
-    print(make_kit(LAYOUT.fork, LAYOUT.results, LAYOUT.kit, LAYOUT.prose, LAYOUT.review,
+    print(make_kit(LAYOUT.fork, LAYOUT.results, LAYOUT.kit, LAYOUT.prose,
                    pins.version, pins.author, args.signoff, args.allow_partial,
                    markdownlint, tests))  # fmt: skip
     return 0

@@ -27,7 +27,6 @@ class Facts:
     patches: list[str]  # each patch's subject, in order
     signer: str | None  # the submitter `--signoff` re-signed the kit's series for
     neutral: str  # the identity the patches carry in this repository
-    runners: str = ""  # "Runners assessed" from REVIEW.md, if it has one
 
 
 def measured_on(found: Found, facts: Facts) -> str:
@@ -72,8 +71,8 @@ def validation(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
 def evidence(found: Found, facts: Facts, prose: dict[str, Any]) -> str:
     """evidence.md: everything the description leaves out, in full."""
     impact = found[checks.CI_IMPACT]
-    report = sections.spaced_tables(impact.data["report"]).strip() if impact else None
-    runners = facts.runners or sections.reflow(prose["runners"])
+    report = impact.data["report"].strip() if impact else None
+    runners = sections.reflow(prose["runners"])
     parts = [
         f"# Evidence: {prose['title']}\n",
         "## Validation in full\n",

@@ -7,8 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from evidence.precommit import PreCommit, load_config
-from evidence.precommit_config import CONFIG
+from evidence.precommit import CONFIG, PreCommit, load_config
 from evidence.precommit_install import ensure_precommit, precommit_requirement
 from forktool.process import ForkToolError, git
 

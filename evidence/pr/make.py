@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Callable
 from email.utils import parseaddr
@@ -14,11 +13,6 @@ from evidence.pr.sections import NOT_MEASURED, Found
 from forktool import checks
 from forktool.checks import SETUP, TEST, all_checks, problem
 from forktool.process import ForkToolError, git, series_subjects
-
-
-def required() -> dict[str, str]:
-    """The results the description needs, and the command that refreshes each."""
-    return {c.name: c.command for c in all_checks() if c.in_pr and c.gates_test}
 
 
 def load_results(store: Path, tree: str, allow_partial: bool) -> Found:
@@ -52,7 +46,6 @@ def make_kit(
     store: Path,
     out: Path,
     prose_file: Path,
-    review: Path,
     version: str,
     neutral: str,
     signer: str | None,
@@ -80,13 +73,7 @@ def make_kit(
             prose = tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ForkToolError(f"cannot read the PR prose {prose_file}: {e}") from e
-    # REVIEW.md's "Runners assessed" section, if it has one.
-    text = review.read_text() if review.exists() else ""
-    runners = re.search(
-        r"^#+ [^\n]*[Rr]unners[^\n]*\n(.*?)(?=^#+ |\Z)", text, re.M | re.S
-    )
-    said = runners[1].strip() if runners else ""
-    facts = Facts(tree, version, series_subjects(fork), signer, neutral, said)
+    facts = Facts(tree, version, series_subjects(fork), signer, neutral)
     template = git(fork, "show", f"HEAD:{TEMPLATE}").stdout
     description, evidence = render(template, prose, found, facts)
     lint(fork, description)

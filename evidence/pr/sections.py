@@ -18,7 +18,6 @@ from forktool.pytest_runner import OUTCOMES
 
 NOT_MEASURED = "not measured"
 HOOK_STATUS = {"PASS": "passed", "FAIL": "failed", "SKIPPED": "skipped"}
-DELIMITER_ROW = re.compile(r"^\|(?:-+\|)+$", flags=re.M)  # |---|---|
 Got = CheckResult | None  # a check's result for this tree, or None
 Found = dict[Check, Got]  # each check the description renders -> its result
 
@@ -59,11 +58,6 @@ def fence(text: str) -> str:
     """`text` as a code block whose fence no line of it can close."""
     ticks = "`" * max([3, *(len(m) + 1 for m in re.findall(r"`{3,}", text))])
     return f"{ticks}text\n{text.rstrip()}\n{ticks}"
-
-
-def spaced_tables(markdown: str) -> str:
-    """Table delimiter rows as `| --- |`, the style vLLM's markdownlint wants."""
-    return DELIMITER_ROW.sub(lambda m: "|" + " --- |" * m[0].count("-|"), markdown)
 
 
 def collapsed(summary: str, body: str) -> str:
@@ -334,9 +328,6 @@ def mutants_block(mutants: Got) -> str:
     if rows is None:  # it could not run (the selection failed unmutated)
         why = one_line(mutants.excerpts.get("error", "")) or "no mutants recorded"
         return f"{title}: did not run: {why}\n"
-    if any("kind" not in r for r in rows):
-        again = f"run `{mutants.command}`"
-        return f"{title}: recorded without who killed each mutant; {again}.\n"
     tally = Counter(r["kind"] for r in rows)
     fork_only = set()
     table = [
