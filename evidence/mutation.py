@@ -470,8 +470,7 @@ def mutation_testing(
     print(f"{said}{len(todo)} to run, {len(every) - len(todo)} known", flush=True)
     if todo:
         baseline(fork, runner, selection)
-        head = git(fork, "rev-parse", "HEAD").stdout.strip()
-        scratch = [worktree(fork, trees / f"mutate-{i}", head) for i in (1, 2)]
+        scratch = [worktree(fork, trees / f"mutate-{i}", "HEAD") for i in (1, 2)]
         outcomes.update(run_all(todo, scratch, runner, selection))
     found = [(m, outcomes[m.id]) for m in every]
     kinds = Counter(o.kind for _, o in found)

@@ -129,6 +129,9 @@ def test_refusals_both_runs_and_only_patch_1s_revert(clone, tmp_path, monkeypatc
     so = tree / "vllm" / "_C.abi3.so"
     assert so.is_symlink() and so.resolve() == (fork / "vllm" / "_C.abi3.so")
     assert e2e.without_resolution(fork, tree) == reverted  # again, from scratch
+    commit(fork, {"vllm/later.py": "X = 1\n"}, "[Misc] Later")  # the fork moves on
+    e2e.without_resolution(fork, tree)
+    assert (tree / "vllm" / "later.py").read_text() == "X = 1\n"
     assert command("e2e").run is e2e_command.run
     check = next(c for c in registry.all_checks() if c.name == "gpu-e2e")
     assert check is checks.GPU_E2E and check.command == "python3 -m forktool e2e"
