@@ -80,12 +80,8 @@ def _busy(path: Path, fd: int) -> ForkToolError:
 @contextmanager
 def hold(path: Path, command: str, wait: float = WAIT_S) -> Iterator[None]:
     """Hold the clone's lock at `path` while the block runs; wait up to
-    `wait` seconds for another command to end, then refuse, naming it.
-    Taking it again in the same process is a no-op."""
+    `wait` seconds for another command to end, then refuse, naming it."""
     global _held
-    if _held is not None:
-        yield
-        return
     path.parent.mkdir(parents=True, exist_ok=True)
     with os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o644), "r+b") as file:
         fd, deadline = file.fileno(), time.monotonic() + wait

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from forktool import process
-from forktool.layout import LAYOUT
 from forktool.venv import compiling_once
 
 PROGRESS_EVERY = 20.0
@@ -111,7 +110,7 @@ def progress(records: list[dict[str, Any]], seconds: float) -> str:
     return f"{done}, {failed} failed, {minutes} min {rest:02d} s"
 
 
-def test_env(hf_home: Path, pycache: Path = LAYOUT.pycache) -> dict[str, str]:
+def test_env(hf_home: Path) -> dict[str, str]:
     env = {
         **os.environ,
         "VLLM_TARGET_DEVICE": "cpu",
@@ -127,7 +126,7 @@ def test_env(hf_home: Path, pycache: Path = LAYOUT.pycache) -> dict[str, str]:
         # faster on two cores than letting them contend.
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
     }
-    return compiling_once(env, pycache)
+    return compiling_once(env)
 
 
 def report_env(env: dict[str, str]) -> dict[str, str]:

@@ -5,24 +5,18 @@ from pathlib import Path
 
 from forktool.process import ForkToolError, git
 
-# A git operation stopped in the fork: what, how to finish, how to abort.
+# A git operation stopped in the fork, and what it is.
 OPERATIONS = {
-    "rebase -i": (
-        "an interactive rebase (`git rebase -i`)",
-        "rebase --continue",
-        "rebase --abort",
-    ),
-    "rebase": ("a rebase", "rebase --continue", "rebase --abort"),
-    "am": ("a `git am`", "am --continue", "am --abort"),
-    "revert": ("a `git revert`", "revert --continue", "revert --abort"),
-    "cherry-pick": (
-        "a `git cherry-pick`",
-        "cherry-pick --continue",
-        "cherry-pick --abort",
-    ),
-    "merge": ("a merge", "commit", "merge --abort"),
-    "bisect": ("a `git bisect`", "bisect reset", "bisect reset"),
+    "rebase -i": "an interactive rebase (`git rebase -i`)",
+    "rebase": "a rebase",
+    "am": "a `git am`",
+    "revert": "a `git revert`",
+    "cherry-pick": "a `git cherry-pick`",
+    "merge": "a merge",
+    "bisect": "a `git bisect`",
 }
+# How to finish and how to abort those that lack `--continue` and `--abort`.
+ENDS = {"merge": ("commit", "merge --abort"), "bisect": ("bisect reset",) * 2}
 
 
 def _stopped(gitdir: Path) -> str | None:
@@ -45,7 +39,9 @@ def _stopped(gitdir: Path) -> str | None:
 def ensure_safe(fork: Path, command: str) -> None:
     """Refuse to touch a fork holding uncommitted work or a stopped git operation."""
     if operation := _stopped(fork / ".git"):
-        what, finish, abort = OPERATIONS[operation]
+        verb = operation.split()[0]
+        ends = ENDS.get(verb, (f"{verb} --continue", f"{verb} --abort"))
+        (finish, abort), what = ends, OPERATIONS[operation]
         raise ForkToolError(
             f"{fork} is in the middle of {what}; `{command}` would see "
             "only part of the fork's patches, so it changed "

@@ -9,8 +9,7 @@ import hashlib
 import re
 import tempfile
 from dataclasses import dataclass
-from email.errors import HeaderParseError
-from email.header import decode_header, make_header
+from email import message_from_bytes, policy
 from pathlib import Path
 
 from forktool.process import ISOLATED, SERIES, ForkToolError, git
@@ -132,24 +131,18 @@ def describe(path: Path, data: bytes | None = None) -> PatchInfo:
     header = data.split(b"\n---\n", 1)[0]
     patch_id = patch_id.split(b" ", 1)[0]
     digest = hashlib.sha256(header + b"\0" + patch_id).hexdigest()
-    subject = _subject(header.decode(errors="replace"))
+    subject = _subject(header)
     files = re.findall(rb"^diff --git a/(.*) b/(.*)$", data[len(header) :], re.M)
     named = frozenset(n.decode(errors="replace") for pair in files for n in pair)
     return PatchInfo(path.name, subject, digest, named)
 
 
-def _subject(header: str) -> str:
+def _subject(header: bytes) -> str:
     """The Subject: header, unfolded and decoded (format-patch writes a
     non-ASCII subject RFC 2047 encoded), without format-patch's "[PATCH] ":
     the subject as `git log` shows it."""
-    match = re.search(r"^Subject: (.*(?:\n[ \t].*)*)", header, re.M)
-    subject = re.sub(r"\n[ \t]", " ", match.group(1)) if match else ""
-    if "=?" in subject:
-        try:
-            subject = str(make_header(decode_header(subject)))
-        except (LookupError, ValueError, HeaderParseError):
-            pass  # not RFC 2047 after all: the text as written
-    return subject.removeprefix("[PATCH] ").strip()
+    subject = message_from_bytes(header, policy=policy.default)["Subject"] or ""
+    return str(subject).removeprefix("[PATCH] ").strip()
 
 
 # No trailing git version; no commit ids (they change whenever the fork is

@@ -8,7 +8,6 @@ live in the cache shared by the clones; `cache` removes only what no
 clone's pins use.
 """
 
-import fcntl
 import hashlib
 import json
 import os
@@ -43,42 +42,32 @@ def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
     lock_file = venv_lock.current(pins)
     wanted = venv_lock.digest(lock_file)
     register_clone()
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    # One forktool at a time fills a venv.
-    with (venv.parent / f"{venv.name}.lock").open("w") as held:
-        try:
-            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another forktool that holds {held.name}", flush=True)
-            fcntl.flock(held, fcntl.LOCK_EX)
-        if venv_id(venv) == wanted:
-            return venv
-        tool = uv_binary(pins)
-        if not Path(python(venv)).exists():
-            shutil.rmtree(venv, ignore_errors=True)
-            # This Python when it is the one the lock is for, else uv finds one.
-            running = ".".join(map(str, sys.version_info[:2]))
-            found = sys.executable if running == pins.python else pins.python
-            run_uv(tool, "venv", "-q", "--python", found, str(venv))
-        (venv / COMPLETE).unlink(missing_ok=True)
-        # Exactly the lock: what it lacks is removed, the fork's vllm too
-        # (install_fork puts it back). Not compiled: of its 28,500 modules a
-        # process importing vLLM's model runners imports about 5,000, which
-        # the first one compiles into build/pycache (compiling_once).
-        sync = ["pip", "sync", "-q", "--require-hashes"]
-        run_uv(tool, *sync, "--python", python(venv), str(lock_file))
-        (venv / COMPLETE).write_text(wanted + "\n")
+    # Only commands that hold the clone's lock (install, setup, test) call this.
+    if venv_id(venv) == wanted:
+        return venv
+    tool = uv_binary(pins)
+    if not Path(python(venv)).exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        # This Python when it is the one the lock is for, else uv finds one.
+        running = ".".join(map(str, sys.version_info[:2]))
+        found = sys.executable if running == pins.python else pins.python
+        run_uv(tool, "venv", "-q", "--python", found, str(venv))
+    (venv / COMPLETE).unlink(missing_ok=True)
+    # Exactly the lock: what it lacks is removed, the fork's vllm too
+    # (install_fork puts it back). Not compiled: of its 28,500 modules a
+    # process importing vLLM's model runners imports about 5,000, which
+    # the first one compiles into build/pycache (compiling_once).
+    sync = ["pip", "sync", "-q", "--require-hashes"]
+    run_uv(tool, *sync, "--python", python(venv), str(lock_file))
+    (venv / COMPLETE).write_text(wanted + "\n")
     return venv
 
 
-def compiling_once(
-    env: dict[str, str],
-    pycache: Path = LAYOUT.pycache,
-) -> dict[str, str]:
+def compiling_once(env: dict[str, str]) -> dict[str, str]:
     """`env` for a process of the venv that writes the bytecode of what it
-    imports to `pycache`, where later ones read it, rather than into the
+    imports to build/pycache, where later ones read it, rather than into the
     trees, which stay as git has them."""
-    env = {**env, "PYTHONPYCACHEPREFIX": str(pycache)}
+    env = {**env, "PYTHONPYCACHEPREFIX": str(LAYOUT.pycache)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 

@@ -44,16 +44,8 @@ def mailinfo(mail: Path, tmp: Path) -> tuple[Path, dict[str, str], str]:
 
 
 def stripspace(text: str) -> str:
-    """`git stripspace`: no trailing blanks, one blank line between paragraphs,
-    none around them; the cleanup `git am` and `git commit` give a message."""
-    out: list[str] = []
-    for line in text.split("\n"):
-        line = line.rstrip(" \t\r\v\f")
-        if line or (out and out[-1]):
-            out.append(line)
-    while out and not out[-1]:
-        out.pop()
-    return "".join(f"{line}\n" for line in out)
+    """The cleanup `git am` and `git commit` give a message."""
+    return git(None, "stripspace", input=text).stdout
 
 
 @dataclass(frozen=True)
