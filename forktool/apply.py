@@ -226,11 +226,10 @@ def missing(fork: Path, patches: list[Path], selection: Path | None) -> list[str
         paths = {a.split("::", 1)[0] for a in args if "/" in a and a[0] != "-"}
         for path in sorted(p for p in paths if not p.startswith(own)):
             named.setdefault(path, selection.name)
-    files = git(fork, "ls-tree", "-r", "--name-only", "-z", "HEAD").stdout.split("\0")
-    present = set(files)
-    for file in files:
-        parts = file.split("/")
-        present.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    # Every file and folder (-t) of HEAD.
+    present = set(
+        git(fork, "ls-tree", "-r", "-t", "--name-only", "-z", "HEAD").stdout.split("\0")
+    )
     return [
         f"  {path} (named by {what})"
         for path, what in named.items()

@@ -94,25 +94,23 @@ def self_check(
     have.pop(EDITABLE, None)
     failed = [i for i in report["imports"] if i["error"]]
     problems = [
-        *(
-            f"{name}: locked {version}, installed {have.get(name, 'nothing')}"
-            for name, version in sorted(locked.items())
-            if have.get(name) != version
-        ),
-        *(
-            f"{n} {have[n]}: installed, not in the lock"
-            for n in sorted(have.keys() - locked)
-        ),
-        *(
-            f"{c['file']}: installed by {' and '.join(c['distributions'])}, different "
-            "contents"
-            for c in clashes
-        ),
-        *(
-            f"import {i['module']} failed in "
-            f"{', '.join(i['distributions']) or 'unknown package'}: {i['error']}"
-            for i in failed
-        ),
+        f"{name}: locked {version}, installed {have.get(name, 'nothing')}"
+        for name, version in sorted(locked.items())
+        if have.get(name) != version
+    ]
+    problems += [
+        f"{n} {have[n]}: installed, not in the lock"
+        for n in sorted(have.keys() - locked)
+    ]
+    problems += [
+        f"{c['file']}: installed by {' and '.join(c['distributions'])}, different "
+        "contents"
+        for c in clashes
+    ]
+    problems += [
+        f"import {i['module']} failed in "
+        f"{', '.join(i['distributions']) or 'unknown package'}: {i['error']}"
+        for i in failed
     ]
     lines = [
         f"{len(installed)} distributions; {lock_file.name}: {len(locked)} pinned",
