@@ -72,13 +72,12 @@ class Workspace(NamedTuple):
     def export(self, tree: Path | None = None, check: bool = False) -> str:
         return export(tree or self.tree, self.patches, check=check)
 
-    def series_of(self, *changes: tuple[str, str, str]) -> Path:
-        """Sync the fork, commit `changes` (path, text, subject), export, commit."""
+    def series_of(self, *changes: tuple[str, str, str]) -> dict[str, bytes]:
+        """Sync the fork, commit `changes` (path, text, subject); publish them."""
         self.sync()
         for change in changes:
             commit(self.tree, *change)
-        self.publish()
-        return self.tree
+        return self.publish()
 
     def clone(self, name: str = "fresh") -> Path:
         """Another clone's fork, built from patches/ alone (as after `git pull`)."""

@@ -1,5 +1,4 @@
-"""What each clone keeps as its own: a fork per git worktree, its cache
-(shared only on the same pins) and the backup branches of its fork."""
+"""What each clone keeps as its own: a fork per worktree, its cache, its backups."""
 
 import json
 import threading
@@ -26,7 +25,6 @@ def test_each_git_worktree_has_its_own_fork(ws):
     assert "base + 3 patches" in on_wt.sync()
     fx.commit(wt_fork, "DOC.md", "from the worktree\n", "[Doc] From the worktree")
     on_wt.publish()
-    # The main clone's fork and series are untouched.
     assert fx.subjects(ws.tree) == fx.SUBJECTS
     assert "is what export writes (3 patches)" in ws.export(check=True)
     fx.git(repo, "merge", "-q", "wt-branch")
@@ -50,7 +48,6 @@ def test_a_relative_cache_is_the_clones_root_from_any_folder(tmp_path, monkeypat
     (cache_dir() / "downloads" / "base.tar.gz").write_text("sdist")
     assert list((clone / "relcache" / "clones").glob("*.json"))
     assert not (fork_tree / "relcache").exists()
-    # Neither the fork nor the project's git status shows the cache.
     assert fx.clean(fork_tree) and fx.clean(clone)
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "elsewhere"))
     assert cache_dir() == tmp_path / "elsewhere"

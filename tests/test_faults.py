@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from evidence_fixture import programs
-from fork_fixture import THREE, Workspace, commit, git, head
+from fork_fixture import THREE, clean, commit, git, head
 
 from forktool import commands, venv
 from forktool.__main__ import main
@@ -48,11 +48,6 @@ def read_only(monkeypatch, root: Path) -> None:
         monkeypatch.setattr(pathlib.Path, method, refuse(getattr(pathlib.Path, method)))
 
 
-def state(ws: Workspace) -> tuple[dict[str, bytes], str, str]:
-    """patches/, the fork's HEAD and its status."""
-    return ws.snapshot(), head(ws.tree), git(ws.tree, "status", "--porcelain").stdout
-
-
 @pytest.mark.parametrize("code", [errno.EROFS, errno.ENOSPC, errno.EACCES])
 def test_a_cache_that_cannot_note_the_clone_warns_unless_it_knows_the_clone(
     tmp_path, monkeypatch, capsys, code
@@ -74,7 +69,6 @@ def test_a_cache_that_cannot_note_the_clone_warns_unless_it_knows_the_clone(
     venv.register_clone(tmp_path / "clone")  # no exception: sync goes on
     clones = str(cache_dir() / "clones")
     one_error_line(capsys, clones, os.strerror(code), kind="warning")
-    # Nothing half-written.
     assert sorted((cache_dir() / "clones").iterdir()) == entries
 
 
@@ -139,7 +133,7 @@ def test_git_killed_by_a_file_size_limit_says_so_and_export_changes_nothing(
 ):
     ws.series_of(*THREE)
     commit(ws.tree, "mini/local.py", "LOCAL = 1\n", "[Core] Local")
-    before = state(ws)
+    before = ws.snapshot(), head(ws.tree), clean(ws.tree)
     # A git on PATH that a file size limit kills (SIGXFSZ) in `git status`.
     real = git(None, "--exec-path").stdout.strip() + "/git"
     script = f'case " $* " in *" status "*) kill -s XFSZ $$;; esac\nexec {real} "$@"'
@@ -160,4 +154,4 @@ def test_git_killed_by_a_file_size_limit_says_so_and_export_changes_nothing(
         (lock := tmp_path / ".git" / "index.lock").write_text("")
         with pytest.raises(ForkToolError, match=f"; it left {lock}: delete it once"):
             git(tmp_path, "status", "--porcelain")
-    assert state(ws) == before
+    assert (ws.snapshot(), head(ws.tree), clean(ws.tree)) == before

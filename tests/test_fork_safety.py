@@ -72,8 +72,7 @@ STOPPED = {  # the operation, what the refusal calls it, its finish, its abort
 
 @pytest.mark.parametrize("operation", STOPPED)
 def test_a_git_operation_in_progress_is_refused_and_nothing_is_lost(ws, operation):
-    ws.series_of(*THREE)
-    exported = ws.snapshot()
+    exported = ws.series_of(*THREE)
     what, finish, abort = STOPPED[operation]
     if operation == "rebase -i":
         fx.edit_series(ws.tree, "sed -i 2s/^pick/edit/")  # stops at patch 2
@@ -104,8 +103,7 @@ OFF_BRANCH = {  # how the fork left main, whether it commits there, the refusal
 
 @pytest.mark.parametrize("where", OFF_BRANCH)
 def test_a_fork_off_its_branch_is_named_and_the_advice_keeps_its_commits(ws, where):
-    ws.series_of(*THREE)
-    before = ws.snapshot()
+    before = ws.series_of(*THREE)
     checkout, commits, named = OFF_BRANCH[where]
     git(ws.tree, "checkout", "-q", *checkout)
     if commits:
@@ -128,8 +126,7 @@ def test_a_fork_off_its_branch_is_named_and_the_advice_keeps_its_commits(ws, whe
 
 
 def test_a_merge_commit_is_refused_and_the_advice_linearises_it(ws):
-    ws.series_of(*THREE[:2])
-    before = ws.snapshot()
+    before = ws.series_of(*THREE[:2])
     git(ws.tree, "checkout", "-q", "-b", "side", "HEAD~1")
     commit(ws.tree, "mini/util.py", "def double(x):\n    return x + x\n", "[Core] Side")
     git(ws.tree, "checkout", "-q", "main")
@@ -153,39 +150,60 @@ def test_a_merge_commit_is_refused_and_the_advice_linearises_it(ws):
     assert fx.subjects(other) == ["[Core] First", "[Core] Second", "[Core] Side"]
 
 
-def empty_commit(tree):
-    git(tree, "commit", "-q", "--allow-empty", "-m",
+def empty_commit(ws):
+    git(ws.tree, "commit", "-q", "--allow-empty", "-m",
         f"[Core] Nothing\n\nSigned-off-by: {fx.PERSON}")  # fmt: skip
-    commit(tree, *THREE[2])
+    commit(ws.tree, *THREE[2])
 
 
-def fixup_commit(tree):
-    (tree / "mini/__init__.py").write_text("VALUE = 3\n")
-    git(tree, "commit", "-q", "-a", "--fixup=HEAD~1")
+def fixup_commit(ws):
+    (ws.tree / "mini/__init__.py").write_text("VALUE = 3\n")
+    git(ws.tree, "commit", "-q", "-a", "--fixup=HEAD~1")
 
 
-NO_PATCH = {  # the series, a commit no patch can hold, the refusal, the fork after
-    "an empty commit": (THREE[:1], empty_commit, ["empty ", "[Core] Nothing"],
-                        ["First", "Third"], ("0002-Core-Third.patch", "EXTRA = 1")),
-    "a fixup commit": (THREE[:2], fixup_commit, ["fixup! [Core] First", "--autosquash"],
-                       ["First", "Second"], ("0001-Core-First.patch", "VALUE = 3")),
+def reordered_series_and_local_work(ws):
+    fx.swap_second_and_third(ws.patches)
+    commit(ws.tree, *fx.LOCAL)
+
+
+def teammates_change_and_local_work(ws):
+    fx.teammate_changes_second(ws)
+    commit(ws.tree, *THREE[2])
+
+
+ADVISED = {  # the series, what is done, the command refusing it, its exit status and
+    # what it names, the fork after, a patch and what it keeps
+    "an empty commit": (THREE[:1], empty_commit, "export", 1, ["empty ",
+        "[Core] Nothing"], ["First", "Third"], ("0002-Core-Third.patch", "EXTRA = 1")),
+    "a fixup commit": (THREE[:2], fixup_commit, "export", 1, ["fixup! [Core] First",
+        "--autosquash"], ["First", "Second"], ("0001-Core-First.patch", "VALUE = 3")),
+    "local work and a hand-reordered series": (
+        THREE, reordered_series_and_local_work, "sync", 3,
+        ["0004-Core-Local.patch: only in the fork", "(order): reordered in the series"],
+        ["First", "Third", "Second", "Local"], ("0004-Core-Local.patch", "LOCAL = 1")),
+    "local work and a teammate's change": (
+        THREE[:2], teammates_change_and_local_work, "sync", 3,
+        ["0003-Core-Third.patch: only in the fork",
+         "0002-Core-Second.patch: changed in the series"],
+        ["First", "Second", "Third"], ("0002-Core-Second.patch", "# theirs")),
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", NO_PATCH)
-def test_a_commit_no_patch_can_hold_is_refused_and_the_advice_removes_it(ws, case):
-    exported, make, said, after, (name, kept) = NO_PATCH[case]
+@pytest.mark.parametrize("case", ADVISED)
+def test_a_refused_fork_is_mended_by_the_advice_and_keeps_every_change(ws, case):
+    exported, make, command, status, said, after, (name, kept) = ADVISED[case]
     ws.series_of(*exported)
+    make(ws)
     before = ws.snapshot()
-    make(ws.tree)
-    message = refused(ws.export)
-    assert all(s in message for s in said), message
+    error = refusal(getattr(ws, command))
+    assert error.status == status and all(s in str(error) for s in said), error
     assert ws.snapshot() == before
-    ws.follow(message)
+    ws.follow(str(error))
     assert fx.subjects(ws.tree) == [f"[Core] {s}" for s in after]
     assert ws.names() == [f"{i:04}-Core-{s}.patch" for i, s in enumerate(after, 1)]
     assert all((ws.patches / n).stat().st_size for n in ws.names())
     assert kept in (ws.patches / name).read_text()
+    assert f"is what export writes ({len(after)} patches)" in ws.export(check=True)
 
 
 @pytest.mark.parametrize(
@@ -214,8 +232,7 @@ def test_export_refuses_to_delete_a_patch_file_git_could_not_give_back(ws, where
 @pytest.mark.parametrize("way", ["export again", "take patches/"])
 @pytest.mark.parametrize("undo", [("checkout", "--", "."), ("stash",)])
 def test_an_undone_export_is_named_and_each_way_on_loses_nothing(ws, undo, way):
-    ws.series_of(*THREE)
-    committed = ws.snapshot()
+    committed = ws.series_of(*THREE)
     fx.change_second(ws.tree, MINE)
     mine = head(ws.tree)
     ws.export()

@@ -1,10 +1,8 @@
 """sync and export killed at every git command they run, and run two at once.
 
-DRIVER runs one as the CLI does, tracing git (FORKTOOL_TRACE_GIT=1); SIGKILL,
-SIGTERM or SIGHUP (to the process group, as a closed terminal) comes at the N-th
-git command, then what a user runs (it again, `sync`, `export --check`) must find
-nothing lost. FORKTOOL_KILL_POINTS=all kills at every point (50+ per command and
-signal), 13 runs per pair (~32 min on 2 cores); =n every n-th; default 32, 2 runs.
+SIGKILL, SIGTERM or SIGHUP (to the process group) at the N-th git command DRIVER
+runs; then what a user runs must find nothing lost. FORKTOOL_KILL_POINTS=all kills
+at every point, 13 runs per pair (~32 min on 2 cores); =n every n-th (default 32).
 """
 
 import contextlib
@@ -94,9 +92,7 @@ def git_out(repo: Path, *args: str) -> str:
 
 
 class Scenario(NamedTuple):
-    """A template workspace, the command killed there, what a user runs after,
-    patches/ expected then, a commit of the fork's own that must stay on main
-    or a backup/ branch, and how many git commands the command runs."""
+    """A template workspace, the command killed there and what must hold after."""
 
     repo: Path
     words: list[str]
@@ -190,8 +186,7 @@ def failure(head: str, found: list[str], runs: list[Run]) -> str:
 
 
 def kill_one(scenario: Scenario, sig: signal.Signals, n: int, kills: Path):
-    """In a copy of the template, send `sig` as the command prints its n-th git
-    command; whether the signal ended it, and what went wrong after."""
+    """`sig` at the n-th git command: whether it ended the command, what went wrong."""
     repo = copy(scenario.repo, where := kills / f"{sig.name}-{n}")
     proc = start(repo, *scenario.words, trace=True)
     assert proc.stderr and proc.stdout

@@ -38,8 +38,7 @@ KEPT = ["----", " ---", "---  spaced text", "From the docs:", "Index:x"]  # kept
 
 
 def test_a_separator_line_is_reworded_and_non_ascii_round_trips(ws, monkeypatch):
-    ws.series_of(THREE[0])
-    before = ws.snapshot()
+    before = ws.series_of(THREE[0])
     short = commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", TABLE)
     named = f"{short} [Core] Extra, line 5 '---': `git am` ends the message"
     for check in (True, False):
@@ -105,8 +104,7 @@ REFUSED |= {  # each line of MISREAD as line 3 of a message
 
 @pytest.mark.parametrize("case", REFUSED)
 def test_a_message_git_am_would_misread_is_named_not_exported(ws, monkeypatch, case):
-    ws.series_of(THREE[0])
-    before = ws.snapshot()
+    before = ws.series_of(THREE[0])
     text, said = REFUSED[case]
     body = f"{text}\nSigned-off-by: {PERSON}\n"
     short = commit_message(ws.tree, "mini/extra.py", "EXTRA = 1\n", body)

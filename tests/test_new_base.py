@@ -19,7 +19,8 @@ def new_base(ws: fx.Workspace, files: dict[str, str]) -> Artifact:
 
 
 def test_a_new_base_under_a_conflicting_patch_is_ported_by_the_advice(ws):
-    tree = ws.series_of(*THREE)
+    ws.series_of(*THREE)
+    tree = ws.tree
     commit(tree, *LOCAL)
     with pytest.raises(ForkToolError, match="0004-Core-Local.patch: only in the fork"):
         ws.sync(message=NEW)
@@ -55,7 +56,8 @@ def test_a_new_base_under_a_conflicting_patch_is_ported_by_the_advice(ws):
 
 
 def test_port_report_names_conflict_kinds_and_paths_the_new_base_lacks(ws):
-    tree, buildkite = ws.series_of(*THREE), ".buildkite/steps.yaml"
+    tree, buildkite = ws.tree, ".buildkite/steps.yaml"
+    ws.series_of(*THREE)
     files = {**BASE_FILES, buildkite: "steps:\n- source_file_dependencies:\n"
              "  - mini/\n"}  # fmt: skip
     files.pop("mini/util.py")  # the new release dropped util.py

@@ -112,10 +112,8 @@ def test_a_patch_split_in_two_round_trips(ws):
     ws.sync()
     commit(ws.tree, *THREE[0])
     (ws.tree / "mini/util.py").write_text("def double(x):\n    return x * 2\n")
-    (ws.tree / "tests").mkdir()
-    (ws.tree / "tests/test_util.py").write_text("assert True\n")
-    git(ws.tree, "add", "mini", "tests")
-    git(ws.tree, "commit", "-qsm", "[Core] Code and its test")
+    git(ws.tree, "add", "mini")
+    commit(ws.tree, "tests/test_util.py", "assert True\n", "[Core] Code and its test")
     commit(ws.tree, *THREE[2])
     ws.publish()
     old = ws.clone("teammate")  # a clone with the fork of before the split

@@ -20,16 +20,7 @@ TRIPLE = "def double(x):\n    return 2 * x\n\n\ndef triple(x):\n    return 3 * x
 
 
 def test_sync_materialises_the_base_and_rebuilds_it_the_same(ws, monkeypatch, capsys):
-    """A bad download kept, another release refused; then idempotent, traced."""
-    cached = ws.downloads() / "mini-0.1.tar.gz"
-    served = cached.rename(cached.with_name("served.tar.gz"))
-    index = {cached.name: (served.as_uri(), sha256_of(served))}
-    monkeypatch.setattr(pins, "_index", lambda p: index)
-    bad = ws._replace(pins=fx.make_pins(Artifact(cached.name, "1" * 64)))
-    message = refused(bad.sync)
-    assert f"sha256 mismatch for {cached}:" in message
-    assert "The file is kept." in message and cached.read_bytes() == served.read_bytes()
-    # An sdist of another release than pinned is refused.
+    """An sdist of another release refused; then idempotent, traced."""
     other = fx.make_sdist(ws.downloads() / "mini-0.2.tar.gz", fx.BASE_FILES)  # says 0.1
     with pytest.raises(ForkToolError, match=r"is mini 0.1 \(its PKG-INFO\), not"):
         fetch_sdist(dataclasses.replace(ws.pins, version="0.2", sdist=other))
@@ -82,6 +73,8 @@ def test_sha256_mismatch_names_the_wrong_side(ws, monkeypatch, tmp_path, capsys,
         pin = ws.pins.sdist.sha256
         cached.write_bytes(served.read_bytes()[: served.stat().st_size // 2])
     actual = sha256_of(cached)
+    if case == "the pin is wrong":  # the file downloaded, then refused
+        cached.unlink()
     index = {"file's": actual, "pinned": pin, None: None}[published]
     listing = {cached.name: (served.as_uri(), index)}
     monkeypatch.setattr(pins, "_index", lambda p: listing)
@@ -93,7 +86,10 @@ def test_sha256_mismatch_names_the_wrong_side(ws, monkeypatch, tmp_path, capsys,
     assert said.format(cached=cached) in message
     says_delete = f"delete {cached}".lower() in message.lower()
     assert says_delete == (case in ("the file is damaged", "which cannot be told"))
-    assert cached.exists() and not ws.tree.parent.exists()
+    assert message.endswith("The file is kept.") != says_delete
+    damaged = case == "the file is damaged"
+    assert (cached.read_bytes() == served.read_bytes()) != damaged
+    assert not ws.tree.parent.exists()
     if case == "the file is damaged":  # followed: delete it, run again
         cached.unlink()
         capsys.readouterr()
@@ -131,70 +127,54 @@ def test_pins_that_disagree_with_what_they_name_are_refused(tmp_path, case):
     assert Pins.load(LAYOUT.pins).version == "0.33.0"
 
 
-HAND_EDITS = {  # patch 2, a line of its file, that line edited by hand
+SECOND = "0002-Core-Second.patch"
+OTHER = "applied other content than it names, refused: {}\n  mini/util.py: became"
+EDITED = {  # patch 2, its file edited by hand, what sync says of it
+    "its context changed": (THREE[1], lambda text: text.replace("2 * x", "3 * x"),
+                            f"does not apply: {SECOND}"),
+    "empty": (THREE[1], lambda text: "", f"cannot be read by git: {SECOND}\n  git "
+              "cannot tell its format (0 bytes)"),
+    "cut short": (THREE[1], lambda text: text[: text.index("@@")] + "@@ -1,2\n",
+                  f"cannot be read by git: {SECOND}\n  git says: corrupt"),
     "a hunk header counting too few lines": (
         ("mini/util.py", TRIPLE, "[Core] Triple"),
-        "@@ -1,2 +1,6 @@",
-        "@@ -1,2 +1,4 @@",
-    ),
-    "a + line": (THREE[1], "+    return x * 2", "+    return x * 4"),
-}
+        lambda text: text.replace("@@ -1,2 +1,6 @@", "@@ -1,2 +1,4 @@"),
+        OTHER.format("0002-Core-Triple.patch")),
+    "a + line": (THREE[1], lambda text: text.replace("+    return x * 2", "+    "
+                 "return x * 4"), OTHER.format(SECOND)),
+}  # fmt: skip
 
 
-@pytest.mark.parametrize("edit", HAND_EDITS)
-def test_a_patch_that_applies_other_content_than_it_names_is_refused(ws, edit):
-    second, line, edited = HAND_EDITS[edit]
+@pytest.mark.parametrize("case", EDITED)
+def test_a_patch_that_does_not_apply_as_it_names_is_refused_with_one_message(ws, case):
+    second, edit, said = EDITED[case]
     ws.series_of(THREE[0], second, THREE[2])
     old_head = head(ws.tree)
-    name = next(p for p in ws.snapshot() if p.startswith("0002-"))
-    patch = ws.patches / name
-    patch.write_text(patch.read_text().replace(line, edited))
+    bad = ws.patches / ws.names()[1]
+    bad.write_text(edit(bad.read_text()))
     for fork in (ws.tree, ws.tree.parent.parent / "fresh" / "mini"):  # a new clone's
         error = refusal(lambda fork=fork: ws.sync(tree=fork))
-        assert error.status == 1
-        said = f"applied other content than it names, refused: {name}\n  mini/util.py"
-        assert f"patch 2 of 3 in the series {said}: became" in str(error)
-        assert "a `+` or `-` line changed" in str(error)
-        assert fx.subjects(fork) == ["[Core] First"] and clean(fork)
+        message, log = str(error), fork.parent / "logs" / "sync-git-am.log"
+        assert isinstance(error, ConflictError) == (case == "its context changed")
+        assert f"patch 2 of 3 in the series {said}" in message
+        assert "Patch failed at" not in message  # git's own text is in the log
+        if said.startswith("applied other content"):
+            assert error.status == 1 and "a `+` or `-` line changed" in message
+        else:
+            assert f"git's output: {log}" in message
+        assert not (fork / ".git" / "rebase-apply").exists() and clean(fork)
+        assert fx.subjects(fork) == ["[Core] First"]
+        if case == "its context changed":
+            assert "conflicting: mini/util.py" in message
+            assert "Patch failed at" in log.read_text()
+            assert f"git -C {fork} am -3 --keep-non-patch {bad}" in message
+    with pytest.raises(ForkToolError, match=f"{bad.name}: not applied yet"):
+        ws.export()
     assert old_head in git(ws.tree, "rev-parse", "--branches=backup/").stdout
     git(ws.patches, "checkout", "--", ".")  # `git checkout patches`
     assert "applied 2 patches" in ws.sync() and head(ws.tree) != old_head
     assert fx.trees(ws.tree)[-1] == head(ws.tree, f"{old_head}^{{tree}}")
     assert "is what export writes (3 patches)" in ws.export(check=True)
-
-
-BROKEN = {  # what patch 2's file becomes, what the refusal says of it
-    "its context changed": (lambda text: text.replace("2 * x", "3 * x"),
-                            "does not apply: 0002-Core-Second.patch"),
-    "empty": (lambda text: "", "cannot be read by git: 0002-Core-Second.patch\n"
-              "  git cannot tell its format (0 bytes)"),
-    "cut short": (lambda text: text[: text.index("@@")] + "@@ -1,2\n",
-                  "cannot be read by git: 0002-Core-Second.patch\n  git says: corrupt"),
-}  # fmt: skip
-
-
-@pytest.mark.parametrize("case", BROKEN)
-def test_a_patch_that_does_not_apply_or_cannot_be_read_gets_one_message(ws, case):
-    ws.series_of(*THREE[:2])
-    edit, said = BROKEN[case]
-    bad = ws.patches / "0002-Core-Second.patch"
-    bad.write_text(edit(bad.read_text()))
-    shutil.rmtree(ws.tree)
-    error = refusal(ws.sync)
-    message = str(error)
-    assert isinstance(error, ConflictError) == (case == "its context changed")
-    assert f"patch 2 of 2 in the series {said}" in message
-    assert "Patch failed at" not in message  # git's own text is in the log
-    log = ws.tree.parent / "logs" / "sync-git-am.log"
-    assert f"git's output: {log}" in message
-    assert not (ws.tree / ".git" / "rebase-apply").exists() and clean(ws.tree)
-    assert fx.subjects(ws.tree) == ["[Core] First"]
-    with pytest.raises(ForkToolError, match="0002-Core-Second.patch: not applied yet"):
-        ws.export()
-    if case == "its context changed":
-        assert "conflicting: mini/util.py" in message
-        assert "Patch failed at" in log.read_text()
-        assert f"git -C {ws.tree} am -3 --keep-non-patch {bad}" in message
 
 
 def test_a_patch_file_left_mid_merge_is_refused_with_the_way_to_merge_it(ws):

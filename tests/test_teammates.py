@@ -81,35 +81,10 @@ def test_a_fork_from_before_records_tells_a_dropped_patch_from_local_work(ws):
     assert "cherry-pick" in message and "Second" not in message.split("To keep")[1]
 
 
-BOTH_KEPT = {  # the series, its change, the fork's local commit, what sync names
-    "a hand-reordered series": (
-        fx.THREE, lambda ws: fx.swap_second_and_third(ws.patches), fx.LOCAL,
-        ["0004-Core-Local.patch: only in the fork", "(order): reordered in the series"],
-        ["First", "Third", "Second", "Local"], ("0004-Core-Local.patch", "LOCAL = 1")),
-    "a teammate's change": (
-        fx.THREE[:2], fx.teammate_changes_second, fx.THREE[2],
-        ["0003-Core-Third.patch: only in the fork",
-         "0002-Core-Second.patch: changed in the series"],
-        ["First", "Second", "Third"], ("0002-Core-Second.patch", "# theirs")),
-}  # fmt: skip
-
-
-@pytest.mark.parametrize("case", BOTH_KEPT)
-def test_local_work_and_a_change_to_the_series_both_survive_the_advice(ws, case):
-    exported, change, local, said, after, (name, kept) = BOTH_KEPT[case]
-    ws.series_of(*exported)
-    change(ws)
-    fx.commit(ws.tree, *local)
-    error = fx.refusal(ws.sync)
-    assert error.status == 3 and all(line in str(error) for line in said)
-    ws.follow(str(error))
-    assert fx.subjects(ws.tree) == [f"[Core] {s}" for s in after]
-    assert ws.names() == [f"{i:04}-Core-{s}.patch" for i, s in enumerate(after, 1)]
-    assert kept in (ws.patches / name).read_text()
-    assert f"is what export writes ({len(after)} patches)" in ws.export(check=True)
-
-
 BOTH = {  # the series, their change, mine (patch, file, code), their text, after
+    "the same line, resolved by hand": (
+        fx.THREE, lambda tree: fx.change_second(tree, fx.THEIRS),
+        (2, "mini/util.py", fx.MINE), "[Core] Second", fx.SUBJECTS),
     "their message, my code and local work": (
         fx.THREE, lambda tree: fx.amend(tree, 2, None, "[Core] Second\n\nWhy it "
                                         "exists, reworded.\n\nSigned-off-by: "
@@ -146,6 +121,15 @@ def test_both_sides_changed_one_patch_and_the_advice_keeps_both_in_it(ws, case):
         assert "compare your version" not in message
         assert ("cherry-pick" in message) == ("[Core] Local" in after)
     assert fx.head(ws.tree) == my_head and ws.snapshot() == pulled
+    if case == "the same line, resolved by hand":
+        assert "sync --force" in message and "--fixup=HEAD~1" in message
+        with pytest.raises(subprocess.CalledProcessError):
+            ws.follow(message)  # `git apply --3way` reports the conflict
+        assert "<<<<<<<" in (ws.tree / path).read_text()
+        code = "def double(x):\n    return x + x  # both\n"
+        (ws.tree / path).write_text(code)
+        fx.git(ws.tree, "add", path)
+        message = message.split("apply --3way\n", 1)[1]
     ws.follow(message)
     assert fx.subjects(ws.tree) == after and (ws.tree / path).read_text() == code
     text = (ws.patches / name).read_text()
@@ -156,42 +140,18 @@ def test_both_sides_changed_one_patch_and_the_advice_keeps_both_in_it(ws, case):
     assert len(list(ws.patches.glob("*.patch"))) == len(after)
 
 
-def test_both_sides_changed_the_same_line_the_advice_stops_at_the_conflict(ws):
-    change = lambda tree: fx.change_second(tree, fx.THEIRS)  # noqa: E731
-    _, pulled = teammate_changed(ws, fx.THREE, change)
-    fx.change_second(ws.tree, fx.MINE)
-    my_head = fx.head(ws.tree)
-    for command in (ws.sync, ws.export):
-        assert isinstance(error := fx.refusal(command), ConflictError)
-        message = str(error)
-        assert "0002-Core-Second.patch: changed on both sides" in message
-        assert "sync --force" in message and "--fixup=HEAD~1" in message
-    assert fx.head(ws.tree) == my_head and ws.snapshot() == pulled
-    with pytest.raises(subprocess.CalledProcessError):
-        ws.follow(message)  # `git apply --3way` reports the conflict
-    assert "<<<<<<<" in (ws.tree / "mini/util.py").read_text()
-    (ws.tree / "mini/util.py").write_text("def double(x):\n    return x + x  # both\n")
-    fx.git(ws.tree, "add", "mini/util.py")
-    ws.follow(message.split("apply --3way\n", 1)[1])
-    assert fx.subjects(ws.tree) == fx.SUBJECTS
-    assert "# both" in (ws.patches / "0002-Core-Second.patch").read_text()
-
-
 @pytest.mark.parametrize("keep", ["change", "drop"])
 @pytest.mark.parametrize("where", ["dropped from the series", "dropped in the fork"])
 def test_a_patch_dropped_on_one_side_and_changed_on_the_other(ws, where, keep):
     """Both named, exit 3; the advice keeps the change or the drop, as chosen."""
-    ws.series_of(*fx.THREE)
-    theirs = ws.clone("teammate")
-    if where == "dropped from the series":
-        fx.edit_series(theirs, "sed -i 2d")
-        fx.change_second(ws.tree, fx.MINE)  # not exported
-        said = "0002-Core-Second.patch: changed in the fork, dropped from the series"
-    else:
-        fx.change_second(theirs, fx.THEIRS)
-        fx.edit_series(ws.tree, "sed -i 2d")  # not exported
-        said = "0002-Core-Second.patch: changed in the series, dropped in the fork"
-    pulled = ws.publish(theirs)
+    in_series = where == "dropped from the series"
+    code = fx.MINE if in_series else fx.THEIRS  # the changed version's
+    dropped = lambda tree: fx.edit_series(tree, "sed -i 2d")  # noqa: E731
+    changed = lambda tree: fx.change_second(tree, code)  # noqa: E731
+    _, pulled = teammate_changed(ws, fx.THREE, dropped if in_series else changed)
+    (changed if in_series else dropped)(ws.tree)  # not exported
+    other = "fork" if in_series else "series"
+    said = f"0002-Core-Second.patch: changed in the {other}, {where}"
     for command in (ws.sync, ws.export):
         error = fx.refusal(command)
         assert isinstance(error, ConflictError) and f"  {said}\n" in str(error)
@@ -202,11 +162,8 @@ def test_a_patch_dropped_on_one_side_and_changed_on_the_other(ws, where, keep):
     kept = ["[Core] First", "[Core] Third"]
     if keep == "change":
         kept.insert(1 if where == "dropped in the fork" else 2, "[Core] Second")
-    assert fx.subjects(ws.tree) == kept and ws.names() == [
-        f"{i:04d}-{s[1:5]}-{s[7:].replace(' ', '-')}.patch"
-        for i, s in enumerate(kept, 1)
-    ]
+    assert fx.subjects(ws.tree) == kept
+    assert ws.names() == [f"{i:04}-Core-{s[7:]}.patch" for i, s in enumerate(kept, 1)]
     if keep == "change":
-        mine_or_theirs = fx.MINE if where == "dropped from the series" else fx.THEIRS
-        assert (ws.tree / "mini/util.py").read_text() == mine_or_theirs
+        assert (ws.tree / "mini/util.py").read_text() == code
     assert "up to date" in ws.sync()
