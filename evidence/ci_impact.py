@@ -4,7 +4,8 @@
 
 prints Markdown for the files `git diff --name-only base..HEAD` changes, with
 the pipeline YAML read at `base` and at HEAD: the steps and the rules that
-trigger them, and which steps collect the series' E2E test.
+trigger them, and which steps collect the series' E2E test. run_checkers
+runs vLLM's own CI checkers on the fork (the check `ci-checkers`).
 
 NVIDIA steps: those of the YAMLs under the `job_dirs:` of
 .buildkite/ci_config*.yaml, found as
@@ -60,6 +61,8 @@ from forktool.layout import LAYOUT
 from forktool.process import BASE_TAG, ForkToolError, git
 from forktool.pytest_runner import run_pytest, test_env
 from forktool.venv import compiling_once
+
+# --- the steps and the files that trigger them -------------------------------
 
 TEST_AMD_YAML = ".buildkite/test-amd.yaml"
 NVIDIA, AMD = "NVIDIA", "AMD"
@@ -159,6 +162,8 @@ def steps_at(fork: Path, rev: str) -> list[Step]:
     return steps
 
 
+# --- which steps collect the test --------------------------------------------
+
 TETHERING = "tools/pre_commit/check_test_tethering.py"
 
 
@@ -256,6 +261,8 @@ def collected(
             unevaluated |= opts.marker is not None
     return [i for i in items if i in chosen], unevaluated
 
+
+# --- the report and the checkers ---------------------------------------------
 
 DEFAULT_TEST = (
     "tests/distributed/test_pipeline_parallel.py::test_pp_mixed_precision_kv_cache"

@@ -402,7 +402,7 @@ def known_outcomes(
 ) -> dict[str, Outcome]:
     """The outcomes not to measure, by mutant id: the equivalent mutants (with
     their reason), and those in `old`, measured on this tree with this
-    selection (a row without a kind, from an older forktool, runs again)."""
+    selection."""
     before = {r["id"]: r for r in (old.data["mutants"] if old else [])}
     outcomes = {}
     for m in every:

@@ -1,12 +1,15 @@
 """vLLM's own pre-commit hooks, run offline on the files the series changes.
 
-The fork's .pre-commit-config.yaml is made offline (each hook pre-commit
-would clone from GitHub becomes the same tool at the same version from PyPI
-or npm) and written next to the worktree; pre-commit,
-installed as precommit.lock says (precommit_install), then runs it hook by
-hook in a detached worktree of the fork's HEAD (hooks such as `ruff check
---fix` rewrite files; the fork itself is never touched), and its commit-msg
-hooks on each patch's message.
+vLLM's .pre-commit-config.yaml takes most hooks from GitHub repositories,
+which this machine cannot clone. The config is made offline: each such hook
+becomes a `repo: local` hook that installs the same tool, at the version the
+config's `rev` pins, from PyPI or npm, and keeps the hook's id, args, file
+filters and stages; hooks that cannot run here (CANNOT_RUN) are reported
+skipped, with why. pre-commit, installed as precommit.lock says
+(precommit_install), then runs that config hook by hook in a detached
+worktree of the fork's HEAD (hooks such as `ruff check --fix` rewrite files;
+the fork itself is never touched), and its commit-msg hooks on each patch's
+message.
 
 Each hook's verdict is the exit status of `pre-commit run <hook> --files
 ...`. Which hooks get files is pre-commit's own routing (its config schema's
@@ -15,11 +18,6 @@ Python, so that a hook none of whose files it would get is skipped, as
 pre-commit skips it, without installing its environment. The standard library
 has no YAML parser: the config is read there too, with PyYAML, and the
 generated one is written as JSON, which pre-commit's YAML reader accepts.
-
-vLLM's config takes most hooks from GitHub repositories, which this machine
-cannot clone. Each such hook becomes a `repo: local` hook that installs the
-same tool, at the version the config's `rev` pins, from PyPI or npm, and
-keeps the hook's id, args, file filters and stages.
 """
 
 from __future__ import annotations
@@ -46,6 +44,8 @@ LEGACY_STAGES = {"commit": "pre-commit", "push": "pre-push"}
 
 Hook = dict[str, Any]
 
+
+# --- the config made offline -------------------------------------------------
 
 # Each repository's tool as a package of a registry this machine reaches: the
 # pre-commit language that installs it, the package (`{version}` the config's
@@ -224,6 +224,8 @@ def selected(config: dict[str, Any], stage: str, hook: Hook) -> Hook:
         )
     return hook
 
+
+# --- running it --------------------------------------------------------------
 
 # What pre-commit's markdownlint-cli2 hook needs (`test`, `pr`); pre-commit
 # itself is installed with the pinned uv, which needs nothing more.
