@@ -33,8 +33,8 @@ Which steps collect the test: the fork's tools/pre_commit/check_test_tethering.p
 parses each command into test-file selections; for each pytest invocation
 selecting the file, `file::name` arguments, `--deselect` and `-k` narrow the
 test's items. `-k` goes through pytest's own parser and KeywordMatcher, on
-keywords collected once with `--collect-only` in the fork (which must have
-the revision checked out), through the runner with the plugin
+keywords collected once with `--collect-only` in the fork, through the
+runner with the plugin
 evidence/ci_keywords.py. `-m` (flagged where used) and skip marks are not
 evaluated.
 """
@@ -190,9 +190,9 @@ def load_tethering(fork: Path) -> ModuleType:
     return module
 
 
-def collect(fork: Path, rev: str, test: str, python: str) -> dict[str, frozenset]:
+def collect(fork: Path, test: str, python: str) -> dict[str, frozenset]:
     """The test's items (ids after `file::`) and their `-k` keywords, collected
-    in the fork, which must have `rev` checked out."""
+    in the fork."""
     label = "ci-impact-collect"
     with tempfile.TemporaryDirectory(prefix="ci-impact-") as tmp:
         out = Path(tmp, "items.json")
@@ -347,7 +347,7 @@ def report(fork: Path, base: str, head: str, test: str, python: str) -> str:
     changed = git(fork, "diff", "--name-only", f"{base}..{head}").stdout.split()
     sources = [p for p in changed if not p.startswith("tests/")]
     tests = [p for p in changed if p.startswith("tests/")]
-    tk, items = load_tethering(fork), collect(fork, head, test, python)
+    tk, items = load_tethering(fork), collect(fork, test, python)
     sides: list[dict[tuple, Found]] = []  # every step at base, at head
     counts = []
     for rev in (base, head):

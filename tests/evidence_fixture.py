@@ -32,10 +32,15 @@ BASE_FILES = {
 }
 
 
-def commit(repo: Path, files: dict[str, str], message: str, tag: str = "") -> None:
+def write(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def commit(repo: Path, files: dict[str, str], message: str, tag: str = "") -> None:
+    write(repo, files)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", message, env=identity(NEUTRAL))
     if tag:
@@ -43,7 +48,6 @@ def commit(repo: Path, files: dict[str, str], message: str, tag: str = "") -> No
 
 
 def new_repo(path: Path, files: dict[str, str] | None = None) -> Path:
-    """A git repository at `path`, with `files` committed if given."""
     path.mkdir(parents=True)
     git(path, "init", "-q", "--initial-branch=main")
     if files:
@@ -52,7 +56,6 @@ def new_repo(path: Path, files: dict[str, str] | None = None) -> Path:
 
 
 def programs(bin_dir: Path, **scripts: str) -> Path:
-    """`bin_dir` holding each program as a shell script."""
     bin_dir.mkdir(parents=True)
     for name, script in scripts.items():
         (bin_dir / name).write_text(f"#!/bin/sh\n{script}\n")
@@ -104,7 +107,7 @@ MATRIX = (
     {"columns": {"base+tests": _outcomes("failed", "failed", "passed", "failed"),
                  "0001": _outcomes("passed", "passed", "passed", "passed"),
                  "0002": _outcomes("passed", "passed", "passed", "passed")},
-     "table": "t::a  FAIL  ok  ok", "args": ["tests"]},
+     "table": "t::a  FAIL  ok  ok"},
 )  # fmt: skip
 MUTANT_ROWS = [  # mutation, kind, detail, gpu_only
     ("True -> False", "killed (series)", "tests/test_core.py::test_zero[a|b]", ""),

@@ -50,10 +50,9 @@ def test_exclusions_drop_only_the_files_they_match_in_any_order(deps):
     # No includes, no match; every matching entry is kept.
     assert ci_impact.triggers(["!vllm/"], ["vllm/x.py", "setup.py"]) == {}
     assert ci_impact.triggers([], ["vllm/x.py"]) == {}
-    deps = ["vllm/v1/", "vllm/v1/core/", "vllm/v1/core/kv_cache_utils.py"]
-    assert ci_impact.triggers(deps, ["vllm/v1/core/kv_cache_utils.py"]) == {
-        "vllm/v1/core/kv_cache_utils.py": deps
-    }
+    utils = "vllm/v1/core/kv_cache_utils.py"
+    deps = ["vllm/v1/", "vllm/v1/core/", utils]
+    assert ci_impact.triggers(deps, [utils]) == {utils: deps}
 
 
 def pp_doc(**mirror: object) -> dict:
@@ -150,12 +149,12 @@ def test_collected_through_the_forks_parser(command, expected, flagged):
 
 
 def test_keywords_are_collected_in_the_tree_through_the_runner(tmp_path, monkeypatch):
-    """A --collect-only at the revision, by the runner (its report beside its log)."""
+    """A --collect-only in the tree, by the runner (its report beside its log)."""
     test = "@pytest.mark.parametrize('backend', ['ray', 'mp'])\ndef test_pp(backend):"
     text = f"import pytest\n\n{test}\n    pass\n"
     tree = new_repo(tmp_path / "tree", {"tests/test_pp.py": text})
     monkeypatch.setattr(ci_impact, "LAYOUT", Layout(tmp_path))
-    items = ci_impact.collect(tree, "HEAD", "tests/test_pp.py", sys.executable)
+    items = ci_impact.collect(tree, "tests/test_pp.py", sys.executable)
     assert set(items) == {"test_pp[ray]", "test_pp[mp]"}
     assert ci_impact.k_selects("ray", items["test_pp[ray]"])
     assert not ci_impact.k_selects("ray", items["test_pp[mp]"])

@@ -1,8 +1,6 @@
 """ruff and mypy on the tool's own code: checks `test` runs with the venv's
 programs, that `pr` neither renders nor requires."""
 
-from __future__ import annotations
-
 import os
 
 from evidence_fixture import link_venv, new_repo, programs, required
@@ -21,9 +19,8 @@ def test_a_code_check_passes_only_when_every_command_exits_0(tmp_path):
     lint, form = ["ruff", "check", "x"], ["ruff", "format", "x"]
     found = tool_checks.code_check(venv, lint, form)
     where = os.path.relpath(venv / "bin" / "ruff", tool_checks.LAYOUT.root)
-    assert found.ok and found.excerpts["output"] == (
-        f"$ {where} check x\nruff check x\n$ {where} format x\nruff format x"
-    )
+    said = f"$ {where} check x\nruff check x\n$ {where} format x\nruff format x"
+    assert found.ok and found.excerpts["output"] == said
     found = tool_checks.code_check(venv, lint, ["ruff", "format", "y"])
     assert not found.ok and found.excerpts["output"].endswith("format y\nruff format y")
     missing = tool_checks.code_check(venv, ["mypy"])

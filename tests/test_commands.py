@@ -6,9 +6,10 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+from unittest.mock import Mock
 
 import pytest
-from evidence_fixture import programs
+from evidence_fixture import programs, write
 from fork_fixture import THREE, git, refused
 
 from evidence.matrix import table as _table
@@ -87,16 +88,10 @@ def test_a_conflict_exits_3_other_errors_1_and_the_readme_says_usage_errors_2(
     readme = " ".join((REPO / "README.md").read_text().split())
     assert "Exit status: 0 done, 1 refused or failed" in readme
     assert "2 a usage error" in readme
-    for error, status, word in (
-        (ConflictError, 3, "stopped"),
-        (ForkToolError, 1, "error"),
-    ):
-
-        def run(pins, args, error=error):
-            raise error("stopped")
-
+    raised = {ConflictError: (3, "stopped"), ForkToolError: (1, "error")}
+    for error, (status, word) in raised.items():
         # No lock: `test` holds this clone's while it runs these tests.
-        failing = Command("d", run, locks=False)
+        failing = Command("d", Mock(side_effect=error("stopped")), locks=False)
         monkeypatch.setattr(commands, "command", lambda name, f=failing: f)
         assert main(["sync"]) == status
         assert capsys.readouterr().err == f"{word}: stopped\n"
@@ -127,8 +122,7 @@ def test_the_tool_run_by_its_path_uses_its_clones_paths(tmp_path, monkeypatch, w
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     shutil.copy(REPO / "pins.toml", clone)
     (inside := clone / "build" / "vllm" / "vllm").mkdir(parents=True)
-    (clone / "patches").mkdir()
-    (clone / "patches" / "series").write_text("# empty\n")
+    write(clone, {"patches/series": "# empty\n"})
     git(clone, "init", "-q")
     cwd, tool = (inside, "../../../forktool") if where == "inside the fork" else (
         tmp_path, str(clone / "forktool"))  # fmt: skip

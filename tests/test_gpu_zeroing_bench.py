@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from evidence_fixture import REPO, new_repo
+from evidence_fixture import REPO, new_repo, write
 
 from forktool.process import git
 
@@ -69,13 +69,10 @@ def run_script(cwd: Path, fakes: Path, *args: str):
 ])  # fmt: skip
 def test_skips_with_the_reason_and_writes_nothing(tmp_path, fakes, utils, status, said):
     results, source = tmp_path / "results", tmp_path / "carry"
-    for name, body in fakes.items():  # fake packages
-        (tmp_path / "fakes" / name).mkdir(parents=True)
-        (tmp_path / "fakes" / name / "__init__.py").write_text(body)
-    source.mkdir()
-    (source / "utils.py").write_text(utils)
-    meta = {"tree": "0" * 40, "base_version": "0.33.0"}
-    (source / "source.json").write_text(json.dumps(meta))
+    packages = {f"{name}/__init__.py": body for name, body in fakes.items()}
+    write(tmp_path / "fakes", packages)  # fake packages
+    meta = json.dumps({"tree": "0" * 40, "base_version": "0.33.0"})
+    write(source, {"utils.py": utils, "source.json": meta})
     args = ("run", str(source), "--results", str(results))
     run = run_script(tmp_path, tmp_path / "fakes", *args)
     assert run.returncode == status, run.stderr

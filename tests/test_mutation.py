@@ -5,7 +5,7 @@ import importlib
 import re
 
 import pytest
-from evidence_fixture import commit, link_venv, new_repo
+from evidence_fixture import commit, link_venv, new_repo, write
 
 from evidence import mutation, pytest_server
 from evidence.vllm_tests import Runner
@@ -294,8 +294,7 @@ def test_killed_by_which_test_survived_cached_and_equivalent(
         "pyproject.toml": "",
     }
     for edit, text in edits.items():  # what the tests read: all again
-        (tmp_path / edit).parent.mkdir(exist_ok=True)
-        (tmp_path / edit).write_text(text)
+        write(tmp_path, {edit: text})
         check()
         assert "14 to run, 0 known" in capsys.readouterr().out
     commit(tmp_path / "fork", {"tests/test_more.py": "X = 1\n"}, "[Core] More")
@@ -320,8 +319,7 @@ def test_killed_by_which_test_survived_cached_and_equivalent(
 def test_a_line_only_fork_tests_guard_fails_unless_gpu_only(tmp_path, check, capsys):
     """Only fork_tests/ kills `10 -> 11`: a failure until GPU-only."""
     cap = "def test_clamp_caps():\n    assert clamp(20) == 10\n"
-    (tmp_path / "fork_tests").mkdir()
-    (tmp_path / "fork_tests" / "test_cap.py").write_text(TESTS.split("def")[0] + cap)
+    write(tmp_path, {"fork_tests/test_cap.py": TESTS.split("def")[0] + cap})
     (tmp_path / "mutants-equivalent.toml").write_text(listed(SURVIVORS[0]))
     found, rows = check("fork_tests")
     assert not found.ok
@@ -334,10 +332,8 @@ def test_a_line_only_fork_tests_guard_fails_unless_gpu_only(tmp_path, check, cap
     row = r"\nvllm/calc.py:7 +10 -> 11 +killed \(fork tests only\) +fork_tests/"
     assert re.search(row, found.excerpts["table"])
     out = capsys.readouterr().out
-    assert (
-        "MUTANTS: vllm/calc.py:7 is guarded only by fork_tests/ (10 -> 11), not by "
-        "the series' regression selection" in out
-    )
+    said = "MUTANTS: vllm/calc.py:7 is guarded only by fork_tests/ (10 -> 11), not by "
+    assert said + "the series' regression selection" in out
     assert "mutation testing: FAILED" in out
     # Listed as GPU-only, with why: it passes, from cached outcomes, and says why.
     (tmp_path / "upstream-tests.toml").write_text(

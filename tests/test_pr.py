@@ -211,7 +211,6 @@ RUNNER = Runner(Path("venv"), Path("fixtures"), Path("hf"), {}, Path("logs"))
 
 
 def failing(count: int) -> Result:
-    """A run of the regression selection with `count` failures and a pass."""
     result = Result(outcomes={"tests/test_core.py::test_ok": "passed"}, seconds=3.1)
     for i in range(count):
         test = f"tests/test_core.py::test_zero[{i}]"

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from evidence_fixture import commit, new_repo, programs
+from evidence_fixture import commit, new_repo, programs, write
 
 from evidence import precommit as pc
 from evidence import precommit_install as install
@@ -146,8 +146,7 @@ def test_a_rewritten_message_fails_precommit_and_the_series_files(tmp_path, caps
     assert rewritten.status == "FAIL"
     assert "Signed-off-by: A <a@b.c>" in rewritten.detail
     # pre-commit is pinned to vLLM's lowest accepted version.
-    (tmp_path / "requirements").mkdir()
-    (tmp_path / "requirements" / "lint.txt").write_text("# fmt\npre-commit>=4.5.1\n")
+    write(tmp_path, {"requirements/lint.txt": "# fmt\npre-commit>=4.5.1\n"})
     assert install.precommit_requirement(tmp_path) == "pre-commit==4.5.1"
     assert install.precommit_requirement(tmp_path / "elsewhere") == "pre-commit"
     assert "no pre-commit version" in capsys.readouterr().out
@@ -209,9 +208,8 @@ def test_pre_commits_own_routing_skips_hooks_without_files_unrun(tmp_path):
         "third-party": "SKIPPED", "always": "FAIL", "actionlint": "SKIPPED",
     }  # fmt: skip
     assert outcomes["markdown"].detail == pc.NO_FILES
-    assert outcomes["actionlint"].detail.endswith(
-        "none of the files is in its scope anyway"
-    )
+    scope = "none of the files is in its scope anyway"
+    assert outcomes["actionlint"].detail.endswith(scope)
     assert "run markdown" not in pre_commit.log.read_text()  # not run at all
 
 

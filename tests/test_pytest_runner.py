@@ -4,11 +4,12 @@ import os
 import sys
 
 import pytest
-from evidence_fixture import link_venv, new_repo
+from evidence_fixture import link_venv, new_repo, write
 
 from evidence import cpu_selection, matrix
 from evidence.vllm_tests import Runner
 from forktool import process, pytest_runner
+from forktool.layout import Layout
 from forktool.pytest_runner import Result, progress, read_report
 from forktool.selection import Selection
 
@@ -109,7 +110,6 @@ IN_TESTS = {  # each test of TESTS: its outcome, its exception, a missing API?
 
 @pytest.fixture
 def runner(tmp_path, monkeypatch) -> Runner:
-    """A Runner on this interpreter, its cache under tmp_path."""
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
     (tmp_path / "fixtures").mkdir()
     venv = link_venv(tmp_path / "venv")
@@ -168,9 +168,8 @@ def test_runner_collects_runs_reports_and_caches(tmp_path, runner, monkeypatch, 
     selection = Selection({}, (), (), frozenset(), (f"{X}test_skip",), {})
     found = matrix.gpu_only_skipped(tree, runner, selection)  # all skipped
     assert found.ok and found.data["reasons"] == {f"{X}test_skip": "Need 2 GPUs"}
+    write(tmp_path, {"fork_tests/test_c.py": "def test_c():\n    pass\n"})
     check = tmp_path / "fork_tests" / "test_c.py"  # read from outside the tree
-    check.parent.mkdir()
-    check.write_text("def test_c():\n    pass\n")
     outside = (f"--rootdir={tmp_path}", str(check))
     assert runner.run(tree, outside, "c", inputs=(check,)).outcomes
     assert runner.run(tree, outside, "c", inputs=(check,)).cached
@@ -199,20 +198,19 @@ def test_a_collection_error_bytecode_outside_the_tree_no_cuda(tmp_path, monkeypa
     assert "tests/test_t.py::TestKind::test_param[c::d]" in ids
     assert "tests/test_t.py::test_skip" not in ids
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as this user may have it
-    (tmp_path / "tree").mkdir()
-    (tmp_path / "tree" / "module.py").write_text("X = 1\n")
+    monkeypatch.setattr("forktool.venv.LAYOUT", Layout(tmp_path))  # its pycache
+    write(tmp_path / "tree", {"module.py": "X = 1\n"})
     code = "import module, threading, humming.ops.utils, humming.utils.nvrtc\n"
     code += "print(*(thread.name for thread in threading.enumerate()))"
-    env = env_for(tmp_path / "hf", tmp_path / "pycache")
+    env = env_for(tmp_path / "hf")
     run = process.run([sys.executable, "-c", code], cwd=tmp_path / "tree", env=env)
     assert "MainThread" in run.stdout
     assert "humming-bg-build-reaper" not in run.stdout
     assert not (tmp_path / "tree" / "__pycache__").exists()
-    assert [p.name for p in (tmp_path / "pycache").rglob("module.*.pyc")]
+    assert [p.name for p in Layout(tmp_path).pycache.rglob("module.*.pyc")]
 
 
 def test_the_fork_failures_are_run_again_and_the_base_where_needed(tmp_path, runner):
-    """cpu_selection._compared with real runs."""
     once = tmp_path / "failed-once"
     tests = (
         "from pathlib import Path\ndef test_pass(): pass\n"
@@ -227,7 +225,6 @@ def test_the_fork_failures_are_run_again_and_the_base_where_needed(tmp_path, run
     both = (list(on_fork.outcomes), set(on_fork.outcomes))
     ok, data = cpu_selection._compared(fork, base, runner, "run", args, both, on_fork)
     assert not ok
-    assert (data["new"], data["pre_existing"], data["flaky"]) == (
-        [f"{X}test_new_bug"], [f"{X}test_old_bug"], [f"{X}test_flaky"]
-    )  # fmt: skip
+    found = [data[key] for key in ("new", "pre_existing", "flaky")]
+    assert found == [[f"{X}test_new_bug"], [f"{X}test_old_bug"], [f"{X}test_flaky"]]
     assert data["base"]["rerun"] == 3  # with the fork's rerun, not knowing the flaky

@@ -1,8 +1,6 @@
 """A check is one registry entry: with a measure and a PR row it is run by
 `test`, recorded and rendered by `pr`; gating `test` without a measure is refused."""
 
-from __future__ import annotations
-
 import argparse
 import contextlib
 import os
@@ -10,9 +8,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest.mock import Mock
 
 import pytest
-from evidence_fixture import make_kit, mini_fork, synthetic_results
+from evidence_fixture import make_kit, mini_fork, synthetic_results, write
 
 from forktool import checks
 from forktool.checks import Check, Measured, all_checks, run_checks
@@ -90,9 +89,10 @@ def test_a_check_added_as_one_entry_runs_in_test_renders_in_pr_a_bad_one_refused
 def test_a_background_check_runs_while_the_others_run_and_ends_with_the_tool(
     ctx, tmp_path, capsys
 ):
-    """It is recorded (a broken one fails); when another check raises, its
-    processes end with the tool."""
+    """Recorded (a broken one fails); holding no read end of its answer's pipe, its
+    write fails (EPIPE) once the tool is gone; it ends when another check raises."""
     started, pid_file = tmp_path / "started", tmp_path / "sleeper"
+    broken = Mock(side_effect=RuntimeError("a bug in a check"))
 
     def in_turn(ctx):
         wait_for(started.exists, "the other check did not run in the background")
@@ -103,13 +103,23 @@ def test_a_background_check_runs_while_the_others_run_and_ends_with_the_tool(
         started.touch()
         return Measured(True, {"found": 3})
 
-    def broken(ctx):
-        raise RuntimeError("a bug in a check")
+    def pipes_held(ctx):
+        modes: dict[str, set[int]] = {}
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/self/fd/{fd}")
+                info = Path(f"/proc/self/fdinfo/{fd}").read_text()
+                flags = int(info.split("flags:")[1].split()[0], 8)
+                if link.startswith("pipe:"):
+                    modes.setdefault(link, set()).add(flags & os.O_ACCMODE)
+        both = [pipe for pipe, held in modes.items() if len(held) == 2]
+        return Measured(not both, excerpts={"both ends held": " ".join(both)})
 
     ran = [
         check("in-turn", in_turn),
         check("background", background, background=True),
         check("broken", broken, background=True),
+        check("pipes", pipes_held, background=True),
     ]
     assert run_checks(ctx, ran, checks.TEST, 0.0) == 1
     out = capsys.readouterr().out
@@ -120,6 +130,7 @@ def test_a_background_check_runs_while_the_others_run_and_ends_with_the_tool(
     found = checks.read(clone.results, "background")
     assert found and found.ok and found.counts == {"found": 3}
     assert not checks.read(clone.results, "broken").ok  # type: ignore[union-attr]
+    assert checks.read(clone.results, "pipes").ok  # type: ignore[union-attr]
 
     def sleeper(ctx):
         sleeper = subprocess.Popen(["sleep", "60"])
@@ -146,27 +157,6 @@ def _ended(stat: Path) -> bool:
         return True
 
 
-def test_a_background_check_holds_no_reader_of_its_own_answer(ctx, tmp_path):
-    """With the tool gone, its answer's write fails (EPIPE) instead of
-    blocking on a full pipe: the process holds no read end of a pipe whose
-    write end it holds."""
-
-    def pipes_held(ctx):
-        modes: dict[str, set[int]] = {}
-        for fd in os.listdir("/proc/self/fd"):
-            with contextlib.suppress(OSError):
-                link = os.readlink(f"/proc/self/fd/{fd}")
-                info = Path(f"/proc/self/fdinfo/{fd}").read_text()
-                flags = int(info.split("flags:")[1].split()[0], 8)
-                if link.startswith("pipe:"):
-                    modes.setdefault(link, set()).add(flags & os.O_ACCMODE)
-        both = [pipe for pipe, held in modes.items() if len(held) == 2]
-        return Measured(not both, excerpts={"both ends held": " ".join(both)})
-
-    ran = [check("pipes", pipes_held, background=True)]
-    assert run_checks(ctx, ran, checks.TEST, 0.0) == 0
-
-
 @pytest.mark.parametrize(
     "path",
     ["fork_tests/t.py", "fuzz/f.py", "fixtures/hf/o/m/config.json"]
@@ -175,29 +165,14 @@ def test_a_background_check_holds_no_reader_of_its_own_answer(ctx, tmp_path):
 )
 def test_what_the_checks_read_beside_the_fork_is_in_each_results_inputs(tmp_path, path):
     """An edit to it makes the results stale (pr refuses them); README's does not."""
-    layout, file = Layout(tmp_path), tmp_path / path
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text("a")
+    layout, file = Layout(tmp_path), write(tmp_path, {path: "a"}) / path
     before = checks.inputs_id(layout)
     (tmp_path / "README.md").write_text("a")
     assert checks.inputs_id(layout) == before
     file.write_text("b")
     after = checks.inputs_id(layout)
-    assert [name for name in after if after[name] != before[name]] == [
-        path.split("/")[0]
-    ]
-
-
-def test_results_inputs_tell_a_files_name_from_its_content(tmp_path):
-    (tmp_path / "fuzz").mkdir()
-    (tmp_path / "fuzz" / "ab").write_text("c")
-    before = checks.inputs_id(Layout(tmp_path))
-    (tmp_path / "fuzz" / "ab").rename(tmp_path / "fuzz" / "a")
-    (tmp_path / "fuzz" / "a").write_text("bc")
-    assert checks.inputs_id(Layout(tmp_path)) != before
-    before = checks.inputs_id(Layout(tmp_path))
-    (tmp_path / "fuzz" / "a").rename(tmp_path / "fuzz" / "b")  # the same content
-    assert checks.inputs_id(Layout(tmp_path)) != before
+    changed = [name for name in after if after[name] != before[name]]
+    assert changed == [path.split("/")[0]]
 
 
 def test_a_result_is_stale_by_the_inputs_its_check_reads(tmp_path):
@@ -227,3 +202,12 @@ def test_a_result_is_stale_by_the_inputs_its_check_reads(tmp_path):
     (store / "listed.json").write_text("[]")
     with pytest.raises(ForkToolError, match="listed.json is not a results file"):
         checks.read(store, "listed")
+    fuzz = tmp_path / "fuzz"  # an input's id tells a file's name from its content
+    write(fuzz, {"ab": "c"})
+    before = checks.inputs_id(Layout(tmp_path))
+    (fuzz / "ab").rename(fuzz / "a")
+    (fuzz / "a").write_text("bc")
+    assert checks.inputs_id(Layout(tmp_path)) != before
+    before = checks.inputs_id(Layout(tmp_path))
+    (fuzz / "a").rename(fuzz / "b")  # the same content
+    assert checks.inputs_id(Layout(tmp_path)) != before
