@@ -25,7 +25,8 @@ def worktree(fork: Path, path: Path, commit: str) -> Path:
     the fork generated there (compiled extensions, vllm/_version.py).
     """
     fork, path = fork.resolve(), path.resolve()  # git -C would resolve from fork
-    commit = git(fork, "rev-parse", commit).stdout.strip()  # HEAD: the fork's
+    # Resolved in the fork: in the worktree, HEAD is the worktree's own.
+    commit = git(fork, "rev-parse", "--verify", f"{commit}^{{commit}}").stdout.strip()
     if (path / ".git").exists():
         git(path, "reset", "-q", "--hard")
         git(path, "clean", "-fdq")

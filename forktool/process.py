@@ -82,7 +82,8 @@ def hold(path: Path, command: str, wait: float = WAIT_S) -> Iterator[None]:
     """Hold the clone's lock at `path` while the block runs; wait up to
     `wait` seconds for another command to end, then refuse, naming it."""
     global _held
-    assert _held is None, "the clone's lock is held already: nothing nests it"
+    if _held is not None:
+        raise RuntimeError("the clone's lock is held already: nothing nests it")
     path.parent.mkdir(parents=True, exist_ok=True)
     with os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o644), "r+b") as file:
         fd, deadline = file.fileno(), time.monotonic() + wait

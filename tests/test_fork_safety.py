@@ -67,6 +67,8 @@ STOPPED = {  # the operation, what the refusal calls it, its finish, its abort
     "merge": ("a merge", "commit", "merge --abort"),
     "am": ("a `git am`", "am --continue", "am --abort"),
     "revert": ("a `git revert`", "revert --continue", "revert --abort"),
+    "rebase": ("a rebase", "rebase --continue", "rebase --abort"),
+    "bisect": ("a `git bisect`", "bisect reset", "bisect reset"),
 }  # fmt: skip
 
 
@@ -76,14 +78,17 @@ def test_a_git_operation_in_progress_is_refused_and_nothing_is_lost(ws, operatio
     what, finish, abort = STOPPED[operation]
     if operation == "rebase -i":
         fx.edit_series(ws.tree, "sed -i 2s/^pick/edit/")  # stops at patch 2
-    else:  # each stops at a conflict with a side branch
+    else:  # each stops at a conflict with a side branch; bisect at its first step
         git(ws.tree, "checkout", "-q", "-b", "side", "base")
         commit(ws.tree, "mini/util.py", "def double(x):\n    return x + x\n", "[A] B")
         git(ws.tree, "checkout", "-q", "main")
         side = git(ws.tree, "format-patch", "-1", "side", "-o", "../am").stdout.strip()
-        args = {"am": ["am", side], "revert": ["revert", "--no-edit", "side"]}
+        args = {"am": ["am", side], "revert": ["revert", "--no-edit", "side"],
+                "rebase": ["rebase", "--apply", "side"],  # git's other backend
+                "bisect": ["bisect", "start", "HEAD", "base"]}  # fmt: skip
         stop = args.get(operation, [operation, "side"])
-        assert git(ws.tree, *stop, check=False).returncode != 0
+        stopped = git(ws.tree, *stop, check=False).returncode
+        assert (stopped == 0) == (operation == "bisect")
     for command in (ws.export, ws.sync):
         message = refused(command)
         assert f"{ws.tree} is in the middle of {what}; `" in message

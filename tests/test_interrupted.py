@@ -120,4 +120,7 @@ def test_a_second_command_refuses_or_takes_over_or_waits(tmp_path, capsys):
     first = holder(lock, 0.5)
     with process.hold(lock, "export", wait=10):
         assert first.wait(timeout=10) == 0  # it ended its block first
+        with pytest.raises(RuntimeError, match="held already"):  # never nested
+            with process.hold(lock, "export"):
+                raise AssertionError("took a held lock again")
     assert lock.read_text() == ""  # released: nobody named

@@ -120,9 +120,10 @@ def test_both_sides_changed_one_patch_and_the_advice_keeps_both_in_it(ws, case):
         assert "--fixup" in message and "--autosquash" in message
         assert "compare your version" not in message
         assert ("cherry-pick" in message) == ("[Core] Local" in after)
+        if case == "the same line, resolved by hand":
+            assert "sync --force" in message and "--fixup=HEAD~1" in message
     assert fx.head(ws.tree) == my_head and ws.snapshot() == pulled
     if case == "the same line, resolved by hand":
-        assert "sync --force" in message and "--fixup=HEAD~1" in message
         with pytest.raises(subprocess.CalledProcessError):
             ws.follow(message)  # `git apply --3way` reports the conflict
         assert "<<<<<<<" in (ws.tree / path).read_text()
