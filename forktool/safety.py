@@ -7,7 +7,6 @@ from forktool.process import ForkToolError, git
 
 # A git operation stopped in the fork, and what it is.
 OPERATIONS = {
-    "rebase -i": "an interactive rebase (`git rebase -i`)",
     "rebase": "a rebase",
     "am": "a `git am`",
     "revert": "a `git revert`",
@@ -21,9 +20,8 @@ ENDS = {"merge": ("commit", "merge --abort"), "bisect": ("bisect reset",) * 2}
 
 def _stopped(gitdir: Path) -> str | None:
     """The key in OPERATIONS of the git operation stopped in the fork."""
-    if (gitdir / "rebase-merge").exists():
-        interactive = (gitdir / "rebase-merge" / "interactive").exists()
-        return "rebase -i" if interactive else "rebase"
+    if (gitdir / "rebase-merge").exists():  # `git rebase`, -i or not
+        return "rebase"
     if (gitdir / "rebase-apply").exists():
         return "am" if (gitdir / "rebase-apply" / "applying").exists() else "rebase"
     sequence = gitdir / "sequencer" / "todo"
@@ -39,9 +37,8 @@ def _stopped(gitdir: Path) -> str | None:
 def ensure_safe(fork: Path, command: str) -> None:
     """Refuse to touch a fork holding uncommitted work or a stopped git operation."""
     if operation := _stopped(fork / ".git"):
-        verb = operation.split()[0]
-        ends = ENDS.get(verb, (f"{verb} --continue", f"{verb} --abort"))
-        (finish, abort), what = ends, OPERATIONS[operation]
+        ends = (f"{operation} --continue", f"{operation} --abort")
+        (finish, abort), what = ENDS.get(operation, ends), OPERATIONS[operation]
         raise ForkToolError(
             f"{fork} is in the middle of {what}; `{command}` would see "
             "only part of the fork's patches, so it changed "

@@ -60,8 +60,7 @@ def test_sync_refuses_local_work_and_export_saves_it(ws, work):
 
 
 STOPPED = {  # the operation, what the refusal calls it, its finish, its abort
-    "rebase -i": ("an interactive rebase (`git rebase -i`)", "rebase --continue",
-                  "rebase --abort"),
+    "rebase -i": ("a rebase", "rebase --continue", "rebase --abort"),
     "cherry-pick": ("a `git cherry-pick`", "cherry-pick --continue",
                     "cherry-pick --abort"),
     "merge": ("a merge", "commit", "merge --abort"),
