@@ -93,11 +93,13 @@ def digest(*roots: Path) -> str:
 
 
 def inputs_id(layout: Layout | None = None) -> dict[str, str]:
-    """Each input the checks read in this clone besides the fork, named by
-    its path, with the digest of its content: a result measured with other
-    content of one its check reads is stale too."""
+    """Each input the checks read in this clone besides the fork, the tool's
+    code that measures and records them included, named by its path, with
+    the digest of its content: a result measured with other content of one
+    its check reads is stale too."""
     at = layout or LAYOUT
-    folders = (at.fork_tests, at.root / "fuzz", at.root / "fixtures")
+    code = (at.root / "forktool", at.root / "evidence")
+    folders = (*code, at.fork_tests, at.root / "fuzz", at.root / "fixtures")
     files = (at.selection, at.equivalents, at.lock, at.root / "precommit.lock")
     paths = (*folders, *files, at.root / "pyproject.toml")
     return {str(path.relative_to(at.root)): digest(path) for path in paths}

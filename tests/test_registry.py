@@ -159,15 +159,17 @@ def _ended(stat: Path) -> bool:
 
 @pytest.mark.parametrize(
     "path",
-    ["fork_tests/t.py", "fuzz/f.py", "fixtures/hf/o/m/config.json"]
+    ["forktool/a.py", "evidence/pr/b.py", "fork_tests/t.py", "fuzz/f.py"]
+    + ["fixtures/hf/o/m/config.json"]
     + ["upstream-tests.toml", "mutants-equivalent.toml", "venv.lock"]
     + ["precommit.lock", "pyproject.toml"],
 )
 def test_what_the_checks_read_beside_the_fork_is_in_each_results_inputs(tmp_path, path):
-    """An edit to it makes the results stale (pr refuses them); README's does not."""
+    """An edit to it makes the results stale (pr refuses them); README's or
+    compiled code's do not."""
     layout, file = Layout(tmp_path), write(tmp_path, {path: "a"}) / path
     before = checks.inputs_id(layout)
-    (tmp_path / "README.md").write_text("a")
+    write(tmp_path, {"README.md": "a", "evidence/__pycache__/b.pyc": "a"})
     assert checks.inputs_id(layout) == before
     file.write_text("b")
     after = checks.inputs_id(layout)
@@ -186,6 +188,8 @@ def test_a_result_is_stale_by_the_inputs_its_check_reads(tmp_path):
         ("bench", "fixtures"): True, ("bench", "fuzz"): False,
         ("gpu-e2e", "upstream-tests.toml"): True, ("gpu-e2e", "venv.lock"): True,
         ("gpu-e2e", "fixtures"): False, ("planner-fuzz", "pyproject.toml"): True,
+        ("bench", "evidence"): True, ("bench", "forktool"): False,
+        ("planner-fuzz", "forktool"): True, ("gpu-e2e", "evidence"): True,
     }  # fmt: skip
     for (name, edited), expected in stale.items():
         said = checks.problem(result, by_name[name], "t", was | {edited: "b"})

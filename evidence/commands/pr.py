@@ -3,11 +3,11 @@ build/results/: description.md (vLLM's PR template, checked with vLLM's markdown
 settings), series/ (format-patch with a cover letter), apply-to-vllm.sh (git am -3 of
 each patch on a new branch at any ref) and preimages.pack (the blobs it merges from).
 It refuses, writing nothing, when a result is missing or was measured on another tree
-than the fork's HEAD or with other content of an input its check reads (fork_tests/,
-fuzz/, fixtures/, upstream-tests.toml, mutants-equivalent.toml, venv.lock,
-precommit.lock, pyproject.toml), naming it and the command that refreshes it, and when
-programs it runs (git; Node.js and npm for markdownlint) are missing. Writes:
-build/pr/ only; never patches/."""
+than the fork's HEAD or with other content of an input its check reads (forktool/,
+evidence/, fork_tests/, fuzz/, fixtures/, upstream-tests.toml, mutants-equivalent.toml,
+venv.lock, precommit.lock, pyproject.toml), naming it and the command that refreshes
+it, and when programs it runs (git; Node.js and npm for markdownlint) are missing.
+Writes: build/pr/ only; never patches/."""
 
 from __future__ import annotations
 
