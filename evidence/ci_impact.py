@@ -340,9 +340,10 @@ def trigger_counts(steps: list[Step], changed: list[str]) -> str:
     return f"{NVIDIA} {len(hit) - amd} ({by_dir}), {AMD} {amd}"
 
 
-def report(fork: Path, base: str, head: str, test: str, python: str) -> str:
-    """Markdown: the steps whose commands collect `test`, what triggers them
-    with the YAML at `base` and at `head`, and the triggered step counts."""
+def report(fork: Path, python: str) -> str:
+    """Markdown: the steps whose commands collect DEFAULT_TEST, what triggers
+    them with the YAML at the base and at HEAD, and the triggered step counts."""
+    base, head, test = BASE_TAG, "HEAD", DEFAULT_TEST
     file = test.partition("::")[0]
     changed = git(fork, "diff", "--name-only", f"{base}..{head}").stdout.split()
     sources = [p for p in changed if not p.startswith("tests/")]
@@ -409,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fork", type=Path, required=True, help="build/vllm")
     args = parser.parse_args(argv)
     try:
-        print(report(args.fork, BASE_TAG, "HEAD", DEFAULT_TEST, sys.executable))
+        print(report(args.fork, sys.executable))
     except ForkToolError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
