@@ -134,8 +134,9 @@ UPSTREAM_SELECTION = Check(
     in_pr=True,
     background=True,
 )
-# Their code, workers, fixtures and venv; `test` does not refresh them.
-BENCH_READS = ("evidence", "fork_tests", "fixtures", "venv.lock")
+# Their workers, fixtures and venv; `test` does not refresh them, so they do
+# not read the tool's code: an edit to it leaves them current.
+BENCH_READS = ("fork_tests", "fixtures", "venv.lock")
 BENCH = Check(
     "bench",
     "scheduler cost per step",
@@ -157,7 +158,7 @@ GPU_E2E = Check(
     "python3 -m forktool e2e",
     gates_test=False,
     in_pr=True,
-    reads=("evidence", "upstream-tests.toml", "venv.lock"),  # the toml: [gpu_only]
+    reads=("upstream-tests.toml", "venv.lock"),  # the first for its [gpu_only] tests
 )
 
 # In the order `test` runs them, after the workflow's own.

@@ -264,7 +264,7 @@ def collected(
 
 # --- the report and the checkers ---------------------------------------------
 
-DEFAULT_TEST = (
+E2E_TEST = (
     "tests/distributed/test_pipeline_parallel.py::test_pp_mixed_precision_kv_cache"
 )
 STEP_KEYS = "tools/pre_commit/check_buildkite_step_keys.py"
@@ -341,9 +341,9 @@ def trigger_counts(steps: list[Step], changed: list[str]) -> str:
 
 
 def report(fork: Path, python: str) -> str:
-    """Markdown: the steps whose commands collect DEFAULT_TEST, what triggers
+    """Markdown: the steps whose commands collect E2E_TEST, what triggers
     them with the YAML at the base and at HEAD, and the triggered step counts."""
-    base, head, test = BASE_TAG, "HEAD", DEFAULT_TEST
+    base, head, test = BASE_TAG, "HEAD", E2E_TEST
     file = test.partition("::")[0]
     changed = git(fork, "diff", "--name-only", f"{base}..{head}").stdout.split()
     sources = [p for p in changed if not p.startswith("tests/")]

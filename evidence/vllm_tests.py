@@ -24,6 +24,11 @@ from forktool.venv import python, venv_id
 
 PLUGINS = ("-p", "evidence.pytest_affinity")
 """Loaded into every run of vLLM's tests, besides forktool's report plugin."""
+PLUGIN_SOURCES = (
+    LAYOUT.root / "forktool" / "pytest_report.py",
+    LAYOUT.root / "evidence" / "pytest_affinity.py",
+)
+"""The plugins' code, part of each cached outcome's key: they record it."""
 CACHE_FORMAT = "report-3"
 """Part of each cached outcome's key: a new format of Result, or a new way
 of running the tests (report-2: pytest_affinity; report-3: test_env's
@@ -59,7 +64,7 @@ class Runner:
         if git(tree, "status", "--porcelain").stdout:  # its content is unknown
             return None, None
         content = git(tree, "rev-parse", "HEAD^{tree}").stdout.strip()
-        inputs_id = digest(self.fixtures, *inputs)
+        inputs_id = digest(self.fixtures, *inputs, *PLUGIN_SOURCES)
         key = [CACHE_FORMAT, kind, content, args, self.excluded, inputs_id]
         text = json.dumps([*key, venv_id(self.venv)]).encode()
         path = cache_dir() / "results" / f"{hashlib.sha256(text).hexdigest()}.json"

@@ -6,7 +6,7 @@ import sys
 import pytest
 from evidence_fixture import link_venv, new_repo, write
 
-from evidence import cpu_selection, matrix
+from evidence import cpu_selection, matrix, vllm_tests
 from evidence.vllm_tests import Runner
 from forktool import process, pytest_runner
 from forktool.layout import Layout
@@ -121,6 +121,7 @@ def runner(tmp_path, monkeypatch) -> Runner:
 )
 def test_a_test_pinning_the_process_to_one_cpu_leaves_the_next_on_all(tmp_path, runner):
     """As vLLM's NIXL worker does: the next test runs on every CPU again."""
+    assert all(path.is_file() for path in vllm_tests.PLUGIN_SOURCES)  # key the cache
     given = os.sched_getaffinity(0)
     pins = (
         f"import os\nGIVEN = {given}\n"
@@ -168,7 +169,9 @@ def test_runner_collects_runs_reports_and_caches(tmp_path, runner, monkeypatch, 
     selection = Selection({}, (), (), frozenset(), (f"{X}test_skip",), {})
     found = matrix.gpu_only_skipped(tree, runner, selection)  # all skipped
     assert found.ok and found.data["reasons"] == {f"{X}test_skip": "Need 2 GPUs"}
-    write(tmp_path, {"fork_tests/test_c.py": "def test_c():\n    pass\n"})
+    write(
+        tmp_path, {"fork_tests/test_c.py": "def test_c():\n    pass\n", "plugin.py": ""}
+    )
     check = tmp_path / "fork_tests" / "test_c.py"  # read from outside the tree
     outside = (f"--rootdir={tmp_path}", str(check))
     assert runner.run(tree, outside, "c", inputs=(check,)).outcomes
@@ -176,6 +179,11 @@ def test_runner_collects_runs_reports_and_caches(tmp_path, runner, monkeypatch, 
     check.write_text("def test_c():\n    assert False\n")  # keys the cache
     rerun = runner.run(tree, outside, "c", inputs=(check,))
     assert not rerun.cached and set(rerun.outcomes.values()) == {"failed"}
+    monkeypatch.setattr(vllm_tests, "PLUGIN_SOURCES", (tmp_path / "plugin.py",))
+    runs = [runner.run(tree, args, "t", expected=args).cached for _ in "12"]
+    assert runs == [False, True]  # other plugins key it anew
+    (tmp_path / "plugin.py").write_text("A = 2\n")  # an edit to one
+    assert not runner.run(tree, args, "t", expected=args).cached
     (tree / "tests" / "test_y.py").write_text("def test_new():\n    pass\n")
     assert not runner.run(tree, args, "t", expected=args).cached
 

@@ -188,13 +188,18 @@ def test_a_result_is_stale_by_the_inputs_its_check_reads(tmp_path):
         ("bench", "fixtures"): True, ("bench", "fuzz"): False,
         ("gpu-e2e", "upstream-tests.toml"): True, ("gpu-e2e", "venv.lock"): True,
         ("gpu-e2e", "fixtures"): False, ("planner-fuzz", "pyproject.toml"): True,
-        ("bench", "evidence"): True, ("bench", "forktool"): False,
-        ("planner-fuzz", "forktool"): True, ("gpu-e2e", "evidence"): True,
+        ("bench", "evidence"): False, ("gpu-e2e", "forktool"): False,
+        ("planner-fuzz", "forktool"): True, ("ci-impact", "evidence"): True,
     }  # fmt: skip
     for (name, edited), expected in stale.items():
         said = checks.problem(result, by_name[name], "t", was | {edited: "b"})
         assert bool(said) == expected, (name, edited)
         assert not said or f"with another {edited}; run `cmd`" in said
+    older = checks.CheckResult("c", True, "t", "0.1", "cmd", inputs=dict(names))
+    del older.inputs["evidence"]  # recorded before the tool's code was an input
+    assert "with another evidence" in checks.problem(
+        older, by_name["ci-impact"], "t", names
+    )
     nothing = Check("c", "c", "cmd", gates_test=False, reads=())
     assert checks.problem(result, nothing, "t", was | {"fuzz": "b"}) == ""
     store = tmp_path / "results"  # a file from before inputs were recorded
