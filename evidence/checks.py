@@ -59,10 +59,10 @@ def fuzz_catches_base(ctx: Context) -> Measured:
 
 def impact(ctx: Context) -> Measured:
     """The report reads Buildkite YAML, so it runs in the venv (PyYAML)."""
-    cmd = [python(ctx.venv), "-m", "evidence.ci_impact", "--fork", str(LAYOUT.fork)]
+    cmd = [python(ctx.venv), "-m", "evidence.ci_impact", str(LAYOUT.fork)]
     run = process.run(cmd, cwd=LAYOUT.root, check=False)
     print(run.stdout + run.stderr, end="")
-    shown = "python -m evidence.ci_impact --fork build/vllm"
+    shown = "python -m evidence.ci_impact build/vllm"
     return Measured(run.returncode == 0, data={"report": run.stdout, "command": shown})
 
 

@@ -1,6 +1,6 @@
 """Which vLLM Buildkite steps the series triggers, and which of them run a test.
 
-    <venv>/bin/python -m evidence.ci_impact --fork build/vllm
+    <venv>/bin/python -m evidence.ci_impact [FORK]   (default: build/vllm)
 
 prints Markdown for the files `git diff --name-only base..HEAD` changes, with
 the pipeline YAML read at `base` and at HEAD: the steps and the rules that
@@ -403,14 +403,10 @@ def run_checkers(fork: Path, python: str) -> Measured:
     return found
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        "python -m evidence.ci_impact", description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("--fork", type=Path, required=True, help="build/vllm")
-    args = parser.parse_args(argv)
+def main(argv: list[str]) -> int:
+    fork = Path(argv[0]) if argv else LAYOUT.fork
     try:
-        print(report(args.fork, sys.executable))
+        print(report(fork, sys.executable))
     except ForkToolError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -418,4 +414,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -24,10 +24,8 @@ from forktool.venv import python, venv_id
 
 PLUGINS = ("-p", "evidence.pytest_affinity")
 """Loaded into every run of vLLM's tests, besides forktool's report plugin."""
-PLUGIN_SOURCES = (
-    LAYOUT.root / "forktool" / "pytest_report.py",
-    LAYOUT.root / "evidence" / "pytest_affinity.py",
-)
+REPORT, AFFINITY = "forktool/pytest_report.py", "evidence/pytest_affinity.py"
+PLUGIN_SOURCES = (LAYOUT.root / REPORT, LAYOUT.root / AFFINITY)
 """The plugins' code, part of each cached outcome's key: they record it."""
 CACHE_FORMAT = "report-3"
 """Part of each cached outcome's key: a new format of Result, or a new way
