@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 from evidence.pytest_server import SWAP_FAILED
 from evidence.tree_process import TreeProcess
-from evidence.vllm_tests import Runner
+from evidence.vllm_tests import PLUGIN_SOURCES, Runner
 from evidence.worktrees import worktree
 from forktool import checks, pytest_runner
 from forktool.layout import LAYOUT
@@ -387,11 +387,11 @@ def _reasons(path: Path, keys: tuple[str, ...], *section: str) -> dict[tuple, st
 
 def outcomes_key(selection: Selection, runner: Runner) -> str:
     """What a mutant's outcome depends on besides the tree: the tests run, and
-    the content of what they read (the lists of equivalent and GPU-only lines
-    only change what an outcome means, which is judged anew each run)."""
-    read = checks.digest(
-        LAYOUT.fork_tests, runner.fixtures, LAYOUT.root / "pyproject.toml"
-    )
+    the content of what they read and of the plugins that record it (the lists
+    of equivalent and GPU-only lines only change what an outcome means, which
+    is judged anew each run)."""
+    pyproject = LAYOUT.root / "pyproject.toml"
+    read = checks.digest(LAYOUT.fork_tests, runner.fixtures, pyproject, *PLUGIN_SOURCES)
     tests = [selection.regression, selection.fork_tests, runner.excluded]
     what = [*tests, read, venv_id(runner.venv)]
     return hashlib.sha256(json.dumps(what).encode()).hexdigest()

@@ -65,7 +65,7 @@ def require_setup(what: str) -> None:
     if not made_from:
         missing.append(f"no complete venv at {LAYOUT.venv}")
     elif not LAYOUT.lock.exists() or made_from != venv_lock.digest(LAYOUT.lock):
-        missing.append(f"the venv at {LAYOUT.venv} was made from another venv.lock")
+        missing.append(f"the venv at {LAYOUT.venv} was not made from this venv.lock")
     if missing:
         raise ForkToolError(
             f"{what} needs the fork and its venv: "

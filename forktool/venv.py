@@ -37,9 +37,9 @@ def venv_id(venv: Path) -> str:
     return marker.read_text().strip() if marker.exists() else ""
 
 
-def ensure_venv(pins: Pins, venv: Path = LAYOUT.venv) -> Path:
-    """Make `venv` exactly venv.lock, unless it already is."""
-    lock_file = venv_lock.current(pins)
+def ensure_venv(pins: Pins) -> Path:
+    """Make the clone's venv exactly venv.lock, unless it already is."""
+    venv, lock_file = LAYOUT.venv, venv_lock.current(pins)
     wanted = venv_lock.digest(lock_file)
     register_clone()
     # Only commands that hold the clone's lock (install, setup, test) call this.

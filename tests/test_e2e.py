@@ -88,7 +88,7 @@ def test_refusals_both_runs_and_only_patch_1s_revert(clone, tmp_path, monkeypatc
         (None, None, "needs two GPUs and found 0 "),
         (ONE_GPU, None, "needs two GPUs and found 1 "),
         (TWO_GPUS, "", "no complete venv"),  # the venv unfinished, or an old one
-        (TWO_GPUS, "another lock", "made from another venv.lock"),
+        (TWO_GPUS, "another lock", "not made from this venv.lock"),
     ]):  # fmt: skip
         made = (clone.venv / COMPLETE).read_text()
         if marker is not None:
@@ -99,7 +99,7 @@ def test_refusals_both_runs_and_only_patch_1s_revert(clone, tmp_path, monkeypatc
         (clone.venv / COMPLETE).write_text(made)
     locked = clone.lock.read_text()
     clone.lock.unlink()  # no venv.lock: refused, not a traceback
-    with pytest.raises(ForkToolError, match="made from another venv.lock"):
+    with pytest.raises(ForkToolError, match="not made from this venv.lock"):
         run(tmp_path / "no-lock", monkeypatch, TWO_GPUS)
     clone.lock.write_text(locked)
     assert run(tmp_path, monkeypatch, TWO_GPUS) == 0

@@ -230,6 +230,7 @@ def check(tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_FORK_CACHE", str(tmp_path / "cache"))
     for module in (mutation, checks):  # its lists, fork_tests/, the inputs
         monkeypatch.setattr(module, "LAYOUT", Layout(tmp_path))
+    monkeypatch.setattr(mutation, "PLUGIN_SOURCES", (tmp_path / "plugin.py",))
     base = {"vllm/__init__.py": "", "vllm/calc.py": "def decide(a, b):\n    pass\n"}
     commit(fork := new_repo(tmp_path / "fork"), base, "base", tag="base")
     commit(fork, {"vllm/calc.py": CALC, TEST_CALC: TESTS}, "[Core] Calc")
@@ -292,6 +293,7 @@ def test_killed_by_which_test_survived_cached_and_equivalent(
         "fixtures/c.json": "{}",
         "fork_tests/test_ok.py": "def test_ok():\n    pass\n",
         "pyproject.toml": "",
+        "plugin.py": "A = 1\n",  # a plugin recording the outcomes
     }
     for edit, text in edits.items():  # what the tests read: all again
         write(tmp_path, {edit: text})

@@ -4,6 +4,7 @@
 import argparse
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from unittest.mock import Mock
 import pytest
 from evidence_fixture import make_kit, mini_fork, synthetic_results, write
 
+from evidence.commands import pr as pr_command
 from forktool import checks
 from forktool.checks import Check, Measured, all_checks, run_checks
 from forktool.commands import test as test_command
@@ -179,6 +181,8 @@ def test_what_the_checks_read_beside_the_fork_is_in_each_results_inputs(tmp_path
 
 def test_a_result_is_stale_by_the_inputs_its_check_reads(tmp_path):
     names = checks.inputs_id(Layout(tmp_path))  # each input, by its name
+    said = str(pr_command.__doc__)  # pr --help names each
+    assert [n for n in names if not re.search(rf"\b{re.escape(n)}\b", said)] == []
     assert [c.name for c in all_checks() if set(c.reads or ()) - set(names)] == []
     by_name = {c.name: c for c in all_checks()}
     was = dict.fromkeys(names, "a")

@@ -6,7 +6,7 @@ patch 1's hunks in kv_cache_planning.py and kv_cache_utils.py (the planner's OR 
 the zeroing decision across workers, the scheduler config's copy of it) are reversed;
 the rest of patch 1 stays, as a full revert conflicts with patch 2. Exits 0 when the
 test passes on the series and fails without the resolution. Refuses fewer than two
-GPUs (`nvidia-smi -L`), a missing fork or venv, or one made from another venv.lock
+GPUs (`nvidia-smi -L`), a missing fork or venv, or one not made from this venv.lock
 (setup), and a fork with uncommitted changes or a stopped git operation. Writes:
 build/results/gpu-e2e.json, build/trees/e2e-without-resolution,
 build/logs/e2e-series.log, build/logs/e2e-without-resolution.log."""
