@@ -74,7 +74,7 @@ def table(columns: dict[str, Result], width: int = 120) -> str:
             cells = [m.rjust(len(h)) for m, h in zip(marks, heads, strict=True)]
             lines.append(name.ljust(label) + " ".join(cells))
     if base := columns.get(BASE, Result()).exceptions():
-        lines.append("base: the exception of each failure (?: none named)")
+        lines.append("base, where the series' tests must fail: exceptions (?: none)")
         kind = max(len(e) for e in base.values()) or 1
         for test, exception in base.items():
             shown = _fit(test, width - kind - 4, left=True)

@@ -122,7 +122,7 @@ def test_what_fails_on_the_base_must_be_listed_and_fail_for_the_bug_and_columns(
     unlisted = base_problems(on_base, frozenset(ids("bug", "raises", "said", "own")))
     assert unlisted == ["MATRIX: fails on the base but is not listed: t.py::operand"]
     lines = table({"base+tests": ON_BASE, "0001": result(bug="passed")}).splitlines()
-    start = lines.index("base: the exception of each failure (?: none named)")
+    start = lines.index("base, where the series' tests must fail: exceptions (?: none)")
     assert lines[start + 1 : start + 11] == [
         f"  {kind:19}  t.py::{test}"
         for test, (kind, _) in sorted(BASE_FAILURES.items())
