@@ -34,13 +34,12 @@ def _blob(text: str) -> str | None:
 
 def mailinfo(mail: Path, tmp: Path) -> tuple[Path, dict[str, str], str]:
     """What `git am --keep-non-patch` reads from one mail: the diff, the
-    headers (Author, Email, Subject, Date) and the commit message."""
+    headers (Author, Email, Subject, Date) and the message's body."""
     msg, diff = tmp / "msg", tmp / "diff"
     info = git(None, "mailinfo", "-b", str(msg), str(diff), input=mail.read_bytes(),
                binary=True).stdout.decode(errors="replace")  # fmt: skip
     headers = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
-    body = msg.read_bytes().decode(errors="replace")
-    return diff, headers, stripspace(f"{headers.get('Subject', '')}\n\n{body}")
+    return diff, headers, msg.read_bytes().decode(errors="replace")
 
 
 def stripspace(text: str) -> str:
@@ -167,7 +166,8 @@ def prove(fork: Path, patches: list[Path], commits: list[Commit]) -> str | None:
         if isinstance(mails, str):
             return mails
         for number, (patch, mail) in enumerate(zip(patches, mails, strict=True), 1):
-            diff, headers, message = mailinfo(mail, Path(tmp))
+            diff, headers, body = mailinfo(mail, Path(tmp))
+            message = stripspace(f"{headers.get('Subject', '')}\n\n{body}")
             if number <= len(commits):
                 other = _other_message(commits[number - 1], headers, message)
                 if other:
