@@ -78,7 +78,6 @@ def apply(
     repo: Path,
     patches: list[Path],
     author: str,
-    log: Path,
     fork: Path,
     first: int = 1,
     env: dict[str, str] | None = None,
@@ -88,8 +87,9 @@ def apply(
 
     `fork` is the fork that messages name, `first` the number of `patches[0]`
     in the series; `env` is added to the git commands that write the working
-    tree. git's own output goes only to `log`.
+    tree. git's own output goes only to logs/sync-git-am.log beside `fork`.
     """
+    log = fork.parent / "logs" / "sync-git-am.log"
     # git am --abort writes a reflog entry: it needs an identity too.
     tree = {**ISOLATED, **identity(author), **(env or {})}
     total = first - 1 + len(patches)

@@ -168,7 +168,6 @@ class _Sync:
         self.fork, self.paths, self.author, self.sdist = fork, paths, author, sdist
         self.base_message, self.generated = base_message, generated
         self.selection, self.series = selection, [describe(path) for path in paths]
-        self.log = fork.parent / "logs" / "sync-git-am.log"
 
     def lacking(self) -> str:
         """A note on the paths the series names that the fork lacks, if any."""
@@ -192,7 +191,7 @@ class _Sync:
         self.base(partial)
         error = None
         try:
-            apply(partial, self.paths, self.author, self.log, self.fork)
+            apply(partial, self.paths, self.author, self.fork)
         except ForkToolError as e:
             error = e
         entries = _entries(self.series, [], fork_patches(partial))
@@ -216,15 +215,7 @@ class _Sync:
         stage = journal.begin(fork, start, touched(self.paths[m:]))
         error = None
         try:
-            apply(
-                stage,
-                self.paths[m:],
-                self.author,
-                self.log,
-                fork,
-                m + 1,
-                journal.SPARSE,
-            )
+            apply(stage, self.paths[m:], self.author, fork, m + 1, journal.SPARSE)
         except ForkToolError as e:
             error = e
         have = fork_patches(stage, f"{base or BASE_TAG}..HEAD")
