@@ -92,15 +92,7 @@ def sync(
     done. `selection` (upstream-tests.toml) names paths the fork must have."""
     made = (fork / ".git").exists()
     recovered = journal.recover(fork) if made else None
-    job = _Sync(
-        fork,
-        read_series(patches_dir),
-        author,
-        base_message,
-        sdist,
-        generated,
-        selection,
-    )
+    job = _Sync(fork, patches_dir, author, base_message, sdist, generated, selection)
     if not made:
         if fork.exists() and any(fork.iterdir()):
             raise ForkToolError(f"{fork} exists but is not a fork tree; move it away")
@@ -159,15 +151,17 @@ def _undone(fork: Path, comparison: Comparison) -> str:
 
 
 class _Sync:
-    """One sync: the series applied onto the fork's base or a new one."""
+    """One sync: the series in `patches_dir` applied onto the fork's base or a
+    new one."""
 
     def __init__(
-        self, fork: Path, paths: list[Path], author: str, base_message: str,
+        self, fork: Path, patches_dir: Path, author: str, base_message: str,
         sdist: Callable[[], Path], generated: tuple[str, ...], selection: Path | None,
     ) -> None:  # fmt: skip
-        self.fork, self.paths, self.author, self.sdist = fork, paths, author, sdist
+        self.fork, self.author, self.sdist = fork, author, sdist
         self.base_message, self.generated = base_message, generated
-        self.selection, self.series = selection, [describe(path) for path in paths]
+        self.paths, self.selection = read_series(patches_dir), selection
+        self.series = [describe(path) for path in self.paths]
 
     def lacking(self) -> str:
         """A note on the paths the series names that the fork lacks, if any."""
