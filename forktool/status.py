@@ -147,7 +147,7 @@ class Comparison:
         """Both sides changed: `sync` and `export` both refuse (exit status 3)."""
         return bool(self.of(B, X)) and bool(self.of(L, X))
 
-    def applied_prefix(self, series_len: int) -> int | None:
+    def applied_prefix(self) -> int | None:
         """m when the fork is the series' first m patches (some perhaps changed
         in the fork) and every later patch only waits to be applied."""
         m = len(self.pairs)
@@ -157,7 +157,6 @@ class Comparison:
             and not self.of(X)
             and all(i.series and i.change.state in (S, L) for i in self.items if i.fork)
             and all(item.change.state is B and not item.fork for item in tail)
-            and len(tail) == series_len - m
             and bool(tail or not self.of(L))
         )
         return m if ok else None

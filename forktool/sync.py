@@ -235,7 +235,7 @@ class _Sync:
             lacking = run(BASE_TAG, backup=backup)
             done = f"rebuilt {fork} from the series; old commits on branch {backup}"
             return done + lacking
-        m = comparison.applied_prefix(len(paths))
+        m = comparison.applied_prefix()
         if m is not None:
             kept = _kept(comparison, record)
             local = comparison.of(State.LOCAL)
