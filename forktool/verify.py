@@ -259,9 +259,6 @@ def unexportable(fork: Path) -> tuple[list[str], list[str]]:
     line = "--format=%h %s"
     merges = git(fork, "log", "--merges", line, SERIES).stdout.splitlines()
     log = git(fork, "log", "--no-merges", "--name-only", f"{line}%x00", SERIES)
-    empty = []
-    for entry in re.split(r"\n(?=[0-9a-f]+ .*\0)", log.stdout.strip()):
-        subject, _, files = entry.partition("\0")
-        if entry and not files.strip():
-            empty.append(subject)
-    return merges, empty
+    entries = re.split(r"\n(?=[0-9a-f]+ .*\0)", log.stdout.strip())
+    parts = [entry.partition("\0") for entry in entries if entry]
+    return merges, [subject for subject, _, files in parts if not files.strip()]
