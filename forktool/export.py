@@ -201,12 +201,7 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
         [p.name for p in removed], names, entries, [s.fingerprint for s in series],
     )  # fmt: skip
     journal.commit(fork, done)
-    return "\n".join(
-        [
-            *([recovered] if recovered else []),
-            f"exported {len(names)} patches to {patches_dir} "
-            f"({len(written)} written, {len(removed)} removed)",
-            *lines,
-            *warnings(fork, names),
-        ]
-    )
+    said = f"exported {len(names)} patches to {patches_dir} "
+    said += f"({len(written)} written, {len(removed)} removed)"
+    text = "\n".join([said, *lines, *warnings(fork, names)])
+    return f"{recovered}\n{text}" if recovered else text
