@@ -122,6 +122,13 @@ def stage_export(fork: Path) -> Path:
     return folder
 
 
+def save(fork: Path, entries: list[Entry], agreed: bool) -> None:
+    """Record the series; `agreed`: the fork is the series, patch by patch."""
+    save_record(fork, entries)
+    if agreed:
+        git(fork, "update-ref", SYNCED, "HEAD")
+
+
 def _finish(fork: Path, data: Move | Export) -> None:
     if isinstance(data, Export):
         patches, staged = Path(data.patches), state_path(fork, "export")
@@ -145,9 +152,7 @@ def _finish(fork: Path, data: Move | Export) -> None:
             exclude = fork / ".git" / "info" / "exclude"
             exclude.write_text("".join(f"/{path}\n" for path in data.exclude))
         git(fork, "reset", "-q", "--hard", data.target)
-        save_record(fork, data.entries)
-        if data.agreed:
-            git(fork, "update-ref", SYNCED, data.target)
+        save(fork, data.entries, data.agreed)
         _discard_staging(fork)
     state_path(fork, "journal").unlink()
 

@@ -17,7 +17,7 @@ from email.utils import parseaddr
 from pathlib import Path
 
 from forktool import journal, status
-from forktool.advice import SYNCED, linearise, refusal
+from forktool.advice import linearise, refusal
 from forktool.apply import apply, create_base, head_subject, missing
 from forktool.process import BASE_TAG, ConflictError, ForkToolError, git, subject
 from forktool.safety import ensure_safe
@@ -44,13 +44,6 @@ def _entries(
         Entry(s.subject, s.fingerprint, have[i].fingerprint if i < len(have) else None)
         for i, s in enumerate(series[len(kept) :], len(kept))
     ]
-
-
-def save(fork: Path, entries: list[Entry], agreed: bool) -> None:
-    """Record the series; `agreed`: the fork is the series, patch by patch."""
-    status.save_record(fork, entries)
-    if agreed:
-        git(fork, "update-ref", SYNCED, "HEAD")
 
 
 def known_record(fork: Path, have: list[PatchInfo], patches_dir: Path) -> list[Entry]:
@@ -189,7 +182,7 @@ class _Sync:
         except ForkToolError as e:
             error = e
         entries = _entries(self.series, [], fork_patches(partial))
-        save(partial, entries, agreed=error is None)
+        journal.save(partial, entries, agreed=error is None)
         os.replace(partial, self.fork)
         if error:
             raise error
@@ -228,7 +221,7 @@ class _Sync:
         """sync on the pinned base: apply what the series added, or rebuild."""
         fork, paths, run = self.fork, self.paths, self.run
         if not comparison.of(State.LOCAL, State.BEHIND, State.BOTH):
-            save(fork, _kept(comparison, record), agreed=True)
+            journal.save(fork, _kept(comparison, record), agreed=True)
             return f"{fork} is up to date with the series ({len(paths)} patches)"
         if force:
             backup = _backup_name(fork)
