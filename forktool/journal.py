@@ -206,7 +206,6 @@ def exclusive(lock: Path, fork: Path, command: str) -> Iterator[None]:
     """Hold the clone's lock; first finish or undo what an interrupted
     command left in `fork` and beside it."""
     with process.hold(lock, command):
-        if (fork / ".git").exists():
-            if said := recover(fork):
-                print(said, file=sys.stderr)
+        if (fork / ".git").exists() and (said := recover(fork)):
+            print(said, file=sys.stderr)
         yield
