@@ -78,14 +78,13 @@ DROP_OR_CHANGE = (
 )
 
 
-def _keep_both(
-    fork: Path, comparison: Comparison, series_len: int, drops: bool = False
-) -> list[str]:
+def _keep_both(fork: Path, comparison: Comparison, drops: bool = False) -> list[str]:
     """After `sync --force`: each changed patch of the fork as a fixup of the
     series' version, each patch only the fork has picked, then the fixups
     squashed: one commit per patch, none twice. A patch dropped on one side
     and changed on the other keeps the change, or with `drops` the drop."""
     commits = series_commits(fork)
+    series_len = len([item for item in comparison.items if item.series])
     lines, picks, fixups = [], [], 0
     for item in comparison.of(State.LOCAL, State.BOTH):
         dropped = item.change in DROP_OR_CHANGE
@@ -128,10 +127,10 @@ FORCE = (
 THEN = "    # resolve any conflicts git reports, then:\n    python3 -m forktool export"
 
 
-def _diverged(fork: Path, comparison: Comparison, command: str, series_len: int) -> str:
+def _diverged(fork: Path, comparison: Comparison, command: str) -> str:
     """Both sides changed: the commands that keep both, and where a patch was
     dropped on one side and changed on the other, those that keep the drop."""
-    keep = "\n".join([FORCE, *_keep_both(fork, comparison, series_len), THEN])
+    keep = "\n".join([FORCE, *_keep_both(fork, comparison), THEN])
     text = (
         f"Both {fork} and the series changed since the last sync or export:\n"
         + comparison.report(State.LOCAL, State.BEHIND, State.BOTH)
@@ -148,17 +147,17 @@ def _diverged(fork: Path, comparison: Comparison, command: str, series_len: int)
     if not dropped:
         return f"{text}:\n{keep}"
     names = ", ".join(dropped)
-    drops = "\n".join([FORCE, *_keep_both(fork, comparison, series_len, True), THEN])
+    drops = "\n".join([FORCE, *_keep_both(fork, comparison, True), THEN])
     return (
         f"{text}, keeping the changed version of {names}:\n{keep}\n"
         f"Or the same, keeping the drop of {names}:\n{drops}"
     )
 
 
-def refusal(fork: Path, comparison: Comparison, command: str, series_len: int) -> str:
+def refusal(fork: Path, comparison: Comparison, command: str) -> str:
     """Why `command` changes nothing, and what to run instead (safe to run)."""
     if comparison.diverged:
-        return _diverged(fork, comparison, command, series_len)
+        return _diverged(fork, comparison, command)
     if comparison.of(State.LOCAL):
         return (
             f"{fork} has work the series lacks:\n{comparison.report(State.LOCAL)}\n"

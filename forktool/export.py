@@ -159,7 +159,7 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
         comparison = compare(have, series, record)
         if comparison.of(State.BEHIND, State.BOTH):
             error = ConflictError if comparison.of(State.BOTH) else ForkToolError
-            raise error(refusal(fork, comparison, command, len(series)))
+            raise error(refusal(fork, comparison, command))
         names = [p.name for p in new]
         written = [
             p

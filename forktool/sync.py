@@ -115,7 +115,7 @@ def sync(
                 f"The pinned base is now {base_message.splitlines()[0]}, and {fork} "
                 f"is still on {subject(fork, BASE_TAG)}; sync rebuilds it on the new "
                 "base once nothing in it is unsaved.\n"
-                + refusal(fork, comparison, "sync", len(job.paths))
+                + refusal(fork, comparison, "sync")
             )
         done = job.move_base()
     elif status.undone_export(fork, job.series, record) and not force:
@@ -246,7 +246,7 @@ class _Sync:
             return text + lacking
         if comparison.of(State.LOCAL, State.BOTH):
             error = ConflictError if comparison.diverged else ForkToolError
-            raise error(refusal(fork, comparison, "sync", len(paths)))
+            raise error(refusal(fork, comparison, "sync"))
         report = comparison.report(State.BEHIND, advice=False)
         backup = _backup_name(fork)
         try:
