@@ -89,7 +89,6 @@ def apply(
     in the series; `env` is added to the git commands that write the working
     tree. git's own output goes only to logs/sync-git-am.log beside `fork`.
     """
-    log = fork.parent / "logs" / "sync-git-am.log"
     # git am --abort writes a reflog entry: it needs an identity too.
     tree = {**ISOLATED, **identity(author), **(env or {})}
     total = first - 1 + len(patches)
@@ -105,15 +104,11 @@ def apply(
             output = result.stdout + result.stderr
             unmerged = git(repo, "diff", "--name-only", "--diff-filter=U").stdout
             git(repo, "am", "--abort", env=tree, check=False)
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(f"$ git -C {fork} am -3 {patch}\n{output}")
             left = (
                 f"{fork} is left clean at the last good commit, {head_subject(repo)} "
                 f"({number - 1} of {total} patches applied).\n"
             )
-            raise _not_applied(
-                repo, fork, patch, output, unmerged.split(), where, left, log
-            )
+            raise _not_applied(repo, fork, patch, output, unmerged.split(), where, left)
         wrong = applied(repo, patch)
         if wrong:
             git(repo, "reset", "-q", "--hard", before, env=tree)
@@ -139,9 +134,13 @@ UNREADABLE = r"^(?:error|fatal): ((?:corrupt|malformed).*)$"
 
 def _not_applied(
     repo: Path, fork: Path, patch: Path, output: str, unmerged: list[str],
-    where: str, left: str, log: Path,
+    where: str, left: str,
 ) -> ForkToolError:  # fmt: skip
-    """The refusal of a patch that git cannot read, or that conflicts."""
+    """The refusal of a patch that git cannot read, or that conflicts; git's
+    `output` goes to the log."""
+    log = fork.parent / "logs" / "sync-git-am.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"$ git -C {fork} am -3 {patch}\n{output}")
     if "Patch format detection failed" in output or not patch.read_bytes().strip():
         unreadable = f"git cannot tell its format ({patch.stat().st_size} bytes)"
     else:
