@@ -131,10 +131,9 @@ def describe(path: Path, data: bytes | None = None) -> PatchInfo:
     header = data.split(b"\n---\n", 1)[0]
     patch_id = patch_id.split(b" ", 1)[0]
     digest = hashlib.sha256(header + b"\0" + patch_id).hexdigest()
-    subject = _subject(header)
     files = re.findall(rb"^diff --git a/(.*) b/(.*)$", data[len(header) :], re.M)
     named = frozenset(n.decode(errors="replace") for pair in files for n in pair)
-    return PatchInfo(path.name, subject, digest, named)
+    return PatchInfo(path.name, _subject(header), digest, named)
 
 
 def _subject(header: bytes) -> str:
