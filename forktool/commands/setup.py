@@ -18,8 +18,7 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
     checks = [check for check in all_checks() if check.in_setup]
     prerequisites.require("setup", prerequisites.for_setup(pins))
     start = time.monotonic()
-    ctx = prepare(pins)
-    return run_checks(ctx, checks, SETUP, time.monotonic() - start)
+    return run_checks(prepare(pins), checks, SETUP, time.monotonic() - start)
 
 
 COMMAND = Command(__doc__, run)

@@ -24,8 +24,7 @@ def run(pins: Pins, args: argparse.Namespace) -> int:
     needs = [program for check in checks for program in check.needs]
     prerequisites.require("test", prerequisites.for_test(pins, needs))
     start = time.monotonic()
-    ctx = prepare(pins)
-    return run_checks(ctx, checks, TEST, time.monotonic() - start)
+    return run_checks(prepare(pins), checks, TEST, time.monotonic() - start)
 
 
 COMMAND = Command(__doc__, run)
