@@ -63,13 +63,10 @@ def parser(description: str | None, argv: list[str]) -> argparse.ArgumentParser:
     )
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
     for name, help in COMMANDS.items():
-        if name != chosen:
-            sub.add_parser(name, help=help, allow_abbrev=False)
-            continue
-        named = command(name)
-        options = sub.add_parser(
-            name, help=help, description=named.description, allow_abbrev=False
-        )
-        named.options(options)
-        options.set_defaults(subcommand=named)
+        named = command(name) if name == chosen else None
+        about = named.description if named else None
+        options = sub.add_parser(name, help=help, description=about, allow_abbrev=False)
+        if named:
+            named.options(options)
+            options.set_defaults(subcommand=named)
     return parser
