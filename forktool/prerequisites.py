@@ -44,9 +44,7 @@ def for_setup(pins: Pins, venv: Path = LAYOUT.venv) -> list[Program]:
         lambda: running == version or found(),
         "the venv",
     )
-    needs = [GIT]
-    if not uv_path(pins).exists():
-        needs.append(PIP)
+    needs = [GIT] if uv_path(pins).exists() else [GIT, PIP]
     return needs if (venv / "bin" / "python").exists() else [*needs, python]
 
 
