@@ -20,7 +20,7 @@ from pathlib import Path
 
 from forktool import process, venv_lock
 from forktool.layout import LAYOUT
-from forktool.pins import Pins, cache_dir, fetch, run_uv, uv_binary
+from forktool.pins import Pins, cache_dir, fetch, run_uv, uv_binary, uv_path
 from forktool.process import ForkToolError
 
 # Written last, holding the digest of the lock the venv was made from.
@@ -183,10 +183,8 @@ def users(pins: Pins) -> dict[Path, list[Path]]:
     root = cache_dir()
 
     def used_by(pins: Pins) -> set[Path]:
-        tool = root / "tools" / pins.uv.replace("==", "-")
-        return {tool} | {
-            root / "downloads" / a.filename for a in (pins.sdist, pins.wheel)
-        }
+        downloads = {root / "downloads" / a.filename for a in (pins.sdist, pins.wheel)}
+        return {uv_path(pins).parent.parent, *downloads}  # uv's folder in tools/
 
     used = [(LAYOUT.root, used_by(pins))]
     for entry in sorted(root.glob("clones/*.json")):
