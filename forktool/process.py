@@ -198,11 +198,10 @@ def start(cmd: Cmd, **popen: Any) -> subprocess.Popen[Any]:
         raise _missing(cmd, e) from e
 
 
-def tee(cmd: Cmd, cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
+def tee(cmd: Cmd, cwd: Path) -> tuple[int, str]:
     """Run `cmd`, printing its output (stderr too) as it comes; return its
     exit status and that output."""
-    out, err = subprocess.PIPE, subprocess.STDOUT
-    proc = start(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
+    proc = start(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines = []
     for raw in proc.stdout or ():
         lines.append(raw.decode(errors="replace"))
