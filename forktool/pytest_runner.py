@@ -60,8 +60,7 @@ class Result:
 
     def exceptions(self) -> dict[str, str]:
         """Each failed or errored test's exception type ("" when unknown)."""
-        failing = self.with_outcome("failed", "error")
-        return {t: self.exception_types.get(t, "") for t in failing}
+        return {t: self.exception_types.get(t, "") for t in self.with_outcome(*FAILING)}
 
     def update(self, other: Result) -> None:
         """Add `other`'s tests (another pytest run) to these."""
@@ -104,7 +103,7 @@ def progress(records: list[dict[str, Any]], seconds: float) -> str:
     """How far a run has come, from the plugin's records so far."""
     result = Result.of(records)
     total = [f"/{r['count']}" for r in records if r.get("event") == "collected"]
-    failed = len(result.with_outcome("failed", "error"))
+    failed = len(result.with_outcome(*FAILING))
     minutes, rest = divmod(int(seconds), 60)
     done = f"{len(result.outcomes)}{''.join(total[:1])} tests done"
     return f"{done}, {failed} failed, {minutes} min {rest:02d} s"
@@ -156,12 +155,11 @@ class Session:
         return Result.of(self.records, self.seconds)
 
     def collection_errors(self) -> list[str]:
-        failed = [
-            r
+        return [
+            f"{r['nodeid']}: {r.get('message', '')}"
             for r in self.records
             if r.get("when") == "collect" and r.get("outcome") == "failed"
         ]
-        return [f"{r['nodeid']}: {r.get('message', '')}" for r in failed]
 
 
 def run_pytest(
@@ -190,7 +188,7 @@ def run_pytest(
 def failures(result: Result, most: int | None = None, tails: bool = False) -> str:
     """Each failed or errored test with its exception's message (the first
     `most`; with `tails`, the end of its traceback too), then the counts."""
-    failing = result.with_outcome("failed", "error")
+    failing = result.with_outcome(*FAILING)
     lines = []
     for test in failing[:most]:
         word = "FAILED" if result.outcomes[test] == "failed" else "ERROR"
