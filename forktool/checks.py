@@ -263,8 +263,7 @@ def run_checks(ctx: Context, checks: list[Check], command: str, prepared: float)
     written: list[tuple[str, CheckResult]] = []
 
     def done(check: Check, found: Measured, seconds: float) -> bool:
-        version = ctx.pins.version
-        result = record(check, found, seconds, version, tree, inputs, command)
+        result = record(check, found, seconds, ctx.pins.version, tree, inputs, command)
         written.append((check.title, result))
         return result.ok
 

@@ -172,9 +172,8 @@ def run(
     `stderr` keywords say (None: this process's); `pass_fds` too is Popen's.
     """
     try:
-        args = [str(arg) for arg in cmd]
         result = subprocess.run(
-            args,
+            [str(arg) for arg in cmd],
             cwd=cwd,
             env=env,
             input=input,

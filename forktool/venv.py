@@ -140,10 +140,9 @@ def run_in(variables: dict[str, str], command: list[str], cwd: str = ".") -> int
     if executable is None:
         raise ForkToolError(f"{command[0]}: not found in {bin_dir} or on PATH")
     env = {**os.environ, **variables, "PATH": path}
-    ran = process.run(
+    return process.run(
         [executable, *command[1:]], env=env, cwd=cwd, check=False, capture=False
-    )
-    return ran.returncode
+    ).returncode
 
 
 def register_clone(repo: Path = LAYOUT.root) -> None:
