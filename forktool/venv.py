@@ -95,18 +95,8 @@ def install_fork(pins: Pins, venv: Path, fork: Path) -> None:
         VLLM_PRECOMPILED_WHEEL_LOCATION=str(fetch(pins, pins.wheel)),
         SETUPTOOLS_SCM_PRETEND_VERSION=pins.version,
     )
-    cmd = [
-        python(venv),
-        "-m",
-        "pip",
-        "install",
-        "--progress-bar",
-        "off",
-        "--no-build-isolation",
-        "--no-deps",
-        "-e",
-        str(fork),
-    ]
+    pip = [python(venv), "-m", "pip", "install", "--progress-bar", "off"]
+    cmd = [*pip, "--no-build-isolation", "--no-deps", "-e", str(fork)]
     print("+", shlex.join(cmd), flush=True)
     process.run(cmd, env=compiling_once(env), capture=False)
     if installed_from() != fork.resolve():
