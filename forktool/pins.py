@@ -119,9 +119,8 @@ class Pins:
             if unknown := sorted(set(found) - set(keys)):
                 where = f"[{table}]" if table else "the top level"
                 raise ForkToolError(
-                    f"{path}: unknown key {unknown[0]!r} in {where}, "
-                    f"which takes {', '.join(keys)}; correct or remove "
-                    "it"
+                    f"{path}: unknown key {unknown[0]!r} in {where}, which takes "
+                    f"{', '.join(keys)}; correct or remove it"
                 )
             if missing := [key for key in keys if key not in found]:
                 dotted = f"{table}.{missing[0]}".lstrip(".")
@@ -144,9 +143,8 @@ class Pins:
         )
         if not VERSION.fullmatch(pins.version):
             raise ForkToolError(
-                f"{path}: [base] version {pins.version!r} is not a "
-                "release's version; set it to one, e.g. version = "
-                '"0.33.0"'
+                f"{path}: [base] version {pins.version!r} is not a release's version; "
+                'set it to one, e.g. version = "0.33.0"'
             )
         stem = f"{normal(pins.project).replace('-', '_')}-{pins.version}"
         for kind, form in (("sdist", ".tar.gz"), ("wheel", "-<tags>.whl")):
@@ -201,8 +199,7 @@ def verify(path: Path, artifact: Artifact, pins: Pins) -> Path:
     if artifact.sha256 in others:
         raise ForkToolError(
             f"{said}pins.toml gives {artifact.filename} the sha256 of "
-            f"{others[artifact.sha256]}: a slip in pins.toml. The file "
-            "is kept."
+            f"{others[artifact.sha256]}: a slip in pins.toml. The file is kept."
         )
     try:  # the sha256 the index publishes, None if it cannot tell
         published = _index(pins).get(artifact.filename, ("", None))[1]
@@ -212,8 +209,7 @@ def verify(path: Path, artifact: Artifact, pins: Pins) -> Path:
         said += (
             f"pins.toml is wrong: the file has the sha256 the index publishes for "
             f"{artifact.filename}. If {pins.requirement} is the release you mean, "
-            f'set sha256 = "{actual}" for it in pins.toml. The file is '
-            "kept."
+            f'set sha256 = "{actual}" for it in pins.toml. The file is kept.'
         )
     elif published == artifact.sha256:
         said += (

@@ -83,8 +83,7 @@ def self_check(
         if not out.exists():
             said = f"({PROBE.name}, exit status {run.returncode}): {remake}. Its stderr"
             raise ForkToolError(
-                f"the venv's python {python} could not run its "
-                f"self-check {said}:\n"
+                f"the venv's python {python} could not run its self-check {said}:\n"
                 f"{run.stderr[-2000:].rstrip()}"
             )
         report = json.loads(out.read_text())

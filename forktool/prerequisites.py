@@ -63,7 +63,6 @@ def require(command: str, needs: list[Program]) -> None:
     if missing := [program for program in needs if not program.present()]:
         names = "; ".join(f"{p.name}, for {p.used_for}" for p in missing)
         raise ForkToolError(
-            f"`{command}` needs what this machine lacks: {names}. "
-            "Install them (README, Two commands) and run it "
-            "again."
+            f"`{command}` needs what this machine lacks: {names}. Install them "
+            "(README, Two commands) and run it again."
         )

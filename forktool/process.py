@@ -71,9 +71,8 @@ def _busy(path: Path, fd: int) -> ForkToolError:
         ended = ", ended; a git command it started runs on" if gone else ""
         who = f"`python3 -m forktool {holder['command']}` (pid {pid}{ended})"
     return ForkToolError(
-        f"{who} is working in this clone, so this command changed "
-        f"nothing (waited {WAIT_S:.0f} s for {path}). Run it again "
-        "once that one ends."
+        f"{who} is working in this clone, so this command changed nothing (waited "
+        f"{WAIT_S:.0f} s for {path}). Run it again once that one ends."
     )
 
 

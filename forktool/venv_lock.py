@@ -107,9 +107,8 @@ def current(pins: Pins, lock: Path = LOCK) -> Path:
     recorded = re.search(rf"^{re.escape(_DIGEST)}(.*)$", lock.read_text(), re.M)
     if recorded is None or recorded[1] != pins_digest(pins):
         raise ForkToolError(
-            f"pins.toml changed since {lock.name} was resolved from "
-            f"it; run `{COMMAND}` and commit {lock.name} with "
-            "pins.toml"
+            f"pins.toml changed since {lock.name} was resolved from it; run "
+            f"`{COMMAND}` and commit {lock.name} with pins.toml"
         )
     return lock
 

@@ -27,9 +27,8 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prune",
         action="store_true",
-        help="delete the backups whose "
-        "patches are all in the fork or in the git history of "
-        "patches/",
+        help="delete the backups whose patches are all in the fork or in the git "
+        "history of patches/",
     )
 
 

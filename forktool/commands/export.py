@@ -29,9 +29,8 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="write nothing; exit 1, "
-        "naming the files, unless patches/ is what export would "
-        "write",
+        help="write nothing; exit 1, naming the files, unless patches/ is what "
+        "export would write",
     )
 
 

@@ -35,9 +35,8 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="rebuild the fork from "
-        "the series even though it holds work the series lacks (its "
-        "commits are kept on a backup/<time> branch)",
+        help="rebuild the fork from the series even though it holds work the "
+        "series lacks (its commits are kept on a backup/<time> branch)",
     )
 
 
