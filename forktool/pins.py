@@ -110,11 +110,10 @@ class Pins:
                 data = tomllib.load(f)
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise ForkToolError(f"cannot read {path}: {e}") from None
-        tables = {}
-        for table, keys in KEYS.items():
-            found = data
-            for part in filter(None, table.split(".")):
-                found = found.get(part, {}) if isinstance(found, dict) else {}
+        tables: dict[str, dict] = {}
+        for table, keys in KEYS.items():  # each after its parent, read from it
+            parent, _, name = table.rpartition(".")
+            found = tables[parent].get(name, {}) if table else data
             tables[table] = found = found if isinstance(found, dict) else {}
             if unknown := sorted(set(found) - set(keys)):
                 where = f"[{table}]" if table else "the top level"
