@@ -60,6 +60,7 @@ from forktool.checks import Measured
 from forktool.layout import LAYOUT
 from forktool.process import BASE_TAG, ForkToolError, git
 from forktool.pytest_runner import run_pytest, test_env
+from forktool.selection import Selection
 from forktool.venv import compiling_once
 
 # --- the steps and the files that trigger them -------------------------------
@@ -264,9 +265,6 @@ def collected(
 
 # --- the report and the checkers ---------------------------------------------
 
-E2E_TEST = (
-    "tests/distributed/test_pipeline_parallel.py::test_pp_mixed_precision_kv_cache"
-)
 STEP_KEYS = "tools/pre_commit/check_buildkite_step_keys.py"
 
 
@@ -341,9 +339,13 @@ def trigger_counts(steps: list[Step], changed: list[str]) -> str:
 
 
 def report(fork: Path, python: str) -> str:
-    """Markdown: the steps whose commands collect E2E_TEST, what triggers
-    them with the YAML at the base and at HEAD, and the triggered step counts."""
-    base, head, test = BASE_TAG, "HEAD", E2E_TEST
+    """Markdown: the steps whose commands collect the E2E test ([gpu_only] of
+    upstream-tests.toml), what triggers them with the YAML at the base and at
+    HEAD, and the triggered step counts."""
+    base, head, args = BASE_TAG, "HEAD", Selection.load(LAYOUT.selection).gpu_only
+    if len(args) != 1 or "::" not in args[0]:
+        raise ForkToolError(f"{LAYOUT.selection.name}: [gpu_only] is not one node id")
+    test = args[0]
     file = test.partition("::")[0]
     changed = git(fork, "diff", "--name-only", f"{base}..{head}").stdout.split()
     sources = [p for p in changed if not p.startswith("tests/")]

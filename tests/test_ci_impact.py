@@ -7,6 +7,7 @@ from evidence_fixture import REPO, new_repo
 
 from evidence import ci_impact
 from forktool.layout import Layout
+from forktool.process import ForkToolError
 
 FORK = REPO / "build" / "vllm"
 PP = "distributed/test_pipeline_parallel.py"
@@ -159,3 +160,14 @@ def test_keywords_are_collected_in_the_tree_through_the_runner(tmp_path, monkeyp
     assert ci_impact.k_selects("ray", items["test_pp[ray]"])
     assert not ci_impact.k_selects("ray", items["test_pp[mp]"])
     assert (tmp_path / "build" / "logs" / "ci-impact-collect.jsonl").exists()
+
+
+def test_the_report_takes_its_test_from_gpu_only_as_one_node_id(tmp_path, monkeypatch):
+    real = (REPO / "upstream-tests.toml").read_text()
+    node = f'"tests/{PP}::{NAME}"'
+    assert node in real  # the test the report is on
+    as_k = real.replace(node, f'"tests/{PP}", "-k", "{NAME}"')
+    (tmp_path / "upstream-tests.toml").write_text(as_k)
+    monkeypatch.setattr(ci_impact, "LAYOUT", Layout(tmp_path))
+    with pytest.raises(ForkToolError, match=r"\[gpu_only\] is not one node id"):
+        ci_impact.report(FORK, sys.executable)
