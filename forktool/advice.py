@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from forktool.process import BASE_TAG, git, series_commits
+from forktool.process import BASE_TAG, git, has_ref, series_commits
 from forktool.status import Change, Comparison, State
 from forktool.verify import series_messages
 
@@ -34,7 +34,7 @@ FIX_SIGNOFF = (
 def _agreed(fork: Path, *subjects: str) -> str | None:
     """The commit of the patch with one of `subjects` (tried in order) when
     both sides last agreed."""
-    if git(fork, "rev-parse", "-q", "--verify", SYNCED, check=False).returncode:
+    if not has_ref(fork, SYNCED):
         return None
     log = git(fork, "log", "--format=%H %s", f"{BASE_TAG}..{SYNCED}").stdout
     for subject in subjects:

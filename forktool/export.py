@@ -15,7 +15,7 @@ from pathlib import Path
 
 from forktool import journal
 from forktool.advice import autosquash, linearise, refusal, reword, warnings
-from forktool.process import ConflictError, ForkToolError, git
+from forktool.process import ConflictError, ForkToolError, git, has_ref
 from forktool.safety import ensure_safe
 from forktool.series import describe, format_patches, read_series, series_text
 from forktool.status import Comparison, Entry, Record, State, compare, undone_export
@@ -40,7 +40,7 @@ def _refuse_losing(
     at = patches_dir
     if not git(at, "rev-parse", "--show-toplevel", check=False).returncode:
         listed = git(at, "ls-files", "-z", "--others", "--modified", "--", ".").stdout
-        if git(at, "rev-parse", "-q", "--verify", "HEAD", check=False).returncode:
+        if not has_ref(at, "HEAD"):
             listed += "\0" + git(at, "ls-files", "-z", "--", ".").stdout
         else:
             staged = ["diff", "--cached", "--relative", "--name-only", "-z"]

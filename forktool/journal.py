@@ -27,7 +27,7 @@ from pathlib import Path
 
 from forktool import process
 from forktool.advice import SYNCED
-from forktool.process import BASE_TAG, ForkToolError, git
+from forktool.process import BASE_TAG, ForkToolError, git, has_ref
 from forktool.series import write_series
 from forktool.status import Entry, save_before_export, save_record, write_whole
 
@@ -144,8 +144,7 @@ def _finish(fork: Path, data: Move | Export) -> None:
         shutil.rmtree(staged, ignore_errors=True)
     else:
         if data.backup:
-            exists = git(fork, "rev-parse", "-q", "--verify", data.backup, check=False)
-            if exists.returncode:
+            if not has_ref(fork, data.backup):
                 git(fork, "branch", data.backup, data.head)
         if data.base:
             git(fork, "tag", "-f", BASE_TAG, data.base)

@@ -264,6 +264,11 @@ def git(
     return result
 
 
+def has_ref(repo: Path, ref: str) -> bool:
+    """Whether `ref` names an object in `repo` (`git rev-parse --verify`)."""
+    return not git(repo, "rev-parse", "-q", "--verify", ref, check=False).returncode
+
+
 def identity(author: str) -> dict[str, str]:
     """The environment that makes `author` the author and committer."""
     name, email = parseaddr(author)

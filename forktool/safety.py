@@ -3,7 +3,7 @@ no uncommitted work."""
 
 from pathlib import Path
 
-from forktool.process import ForkToolError, git
+from forktool.process import ForkToolError, git, has_ref
 
 # A git operation stopped in the fork, and what it is.
 OPERATIONS = {
@@ -68,11 +68,7 @@ def _ensure_on_branch(fork: Path, command: str) -> None:
     its commits are not the series, and reading them as such would call the
     missing ones dropped."""
     on = git(fork, "symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip()
-    main = f"refs/heads/{BRANCH}"
-    if (
-        on == BRANCH
-        or git(fork, "rev-parse", "-q", "--verify", main, check=False).returncode
-    ):
+    if on == BRANCH or not has_ref(fork, f"refs/heads/{BRANCH}"):
         return  # or a fork made before the branch had this name: whatever it is on
     head = git(fork, "rev-parse", "--short=12", "HEAD").stdout.strip()
     where = f"on branch {on}" if on else f"on a detached HEAD ({head})"

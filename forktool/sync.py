@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from email.utils import parseaddr
 from pathlib import Path
 
-from forktool import journal, status
+from forktool import journal, process, status
 from forktool.advice import linearise, refusal
 from forktool.apply import apply, create_base, head_subject, missing
 from forktool.process import BASE_TAG, ConflictError, ForkToolError, git, subject
@@ -30,7 +30,7 @@ def _backup_name(fork: Path) -> str:
     """A new `backup/<time>` branch name for the fork's current commits."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     name, n = f"backup/{stamp}", 1
-    while git(fork, "rev-parse", "-q", "--verify", name, check=False).returncode == 0:
+    while process.has_ref(fork, name):
         name, n = f"backup/{stamp}-{n}", n + 1
     return name
 
@@ -59,7 +59,7 @@ def known_record(fork: Path, have: list[PatchInfo], patches_dir: Path) -> list[E
 def committed_fingerprints(patches_dir: Path) -> set[str]:
     """Fingerprints of the patch files in the last 200 commits of patches/."""
     at = patches_dir
-    if git(at, "rev-parse", "-q", "--verify", "HEAD", check=False).returncode:
+    if not process.has_ref(at, "HEAD"):
         return set()
     blobs = {
         (info.split()[2], name)
