@@ -68,9 +68,8 @@ def require_setup(what: str) -> None:
         missing.append(f"the venv at {LAYOUT.venv} was not made from this venv.lock")
     if missing:
         raise ForkToolError(
-            f"{what} needs the fork and its venv: "
-            f"{'; '.join(missing)}; run `python3 -m forktool setup` "
-            "first"
+            f"{what} needs the fork and its venv: {'; '.join(missing)}; run "
+            "`python3 -m forktool setup` first"
         )
 
 

@@ -36,9 +36,8 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--signoff",
         metavar='"NAME <EMAIL>"',
-        help="re-sign the kit's "
-        "series (never patches/) for this submitter, with the "
-        "AI-attribution trailer",
+        help="re-sign the kit's series (never patches/) for this submitter, with "
+        "the AI-attribution trailer",
     )
     parser.add_argument(
         "--allow-partial",
