@@ -35,7 +35,6 @@ class TreeProcess:
             text=True,
             bufsize=1,
         )
-        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
 
     def wait_ready(self, timeout: float) -> None:
         """Read the greeting; refuse a process that imported another vllm."""
@@ -44,14 +43,14 @@ class TreeProcess:
             raise ForkToolError(f"{self.label}: imported {self.vllm_file}")
 
     def write(self, message: dict[str, Any]) -> None:
-        assert self.stdin is not None
-        self.stdin.write(json.dumps(message) + "\n")
-        self.stdin.flush()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
 
     def read(self, timeout: float) -> dict[str, Any]:
-        assert self.stdout is not None
-        ready, _, _ = select.select([self.stdout], [], [], timeout)
-        if not (line := self.stdout.readline() if ready else ""):
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not (line := self.proc.stdout.readline() if ready else ""):
             self.log.flush()
             self.log.seek(0)
             raise ForkToolError(
@@ -62,8 +61,8 @@ class TreeProcess:
         return json.loads(line)
 
     def close(self) -> None:
-        if self.stdin:
-            self.stdin.close()
+        if self.proc.stdin:
+            self.proc.stdin.close()
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
