@@ -135,13 +135,10 @@ def local_hook(url: str, version: str, hook: Hook) -> Hook:
             "evidence.precommit.REMOTES does not define; add its entry from "
             "that repository's .pre-commit-hooks.yaml"
         )
+    extra = hook.get("additional_dependencies", [])
     # As pre-commit does: the config's keys override the repository's.
-    deps = [
-        requirement.format(version=version),
-        *hook.get("additional_dependencies", []),
-    ]
     local = {"id": hook["id"], **manifest, **hook, "language": language}
-    local["additional_dependencies"] = deps
+    local["additional_dependencies"] = [requirement.format(version=version), *extra]
     if language == "node":
         # Any other version is downloaded from nodejs.org; npm packages are not.
         local["language_version"] = "system"
