@@ -21,8 +21,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    path = session.config.getoption("ci_keywords")
-    if path:
+    if path := session.config.getoption("ci_keywords"):
         items = {
             item.nodeid: sorted(KeywordMatcher.from_item(item)._names)
             for item in session.items

@@ -128,8 +128,7 @@ def rev_version(url: str, rev: str, raw: str) -> str:
 def local_hook(url: str, version: str, hook: Hook) -> Hook:
     """`hook` of the remote repository `url` as a local hook of the same tool."""
     language, requirement, manifests = REMOTES[url]
-    manifest = manifests.get(hook["id"])
-    if manifest is None:
+    if (manifest := manifests.get(hook["id"])) is None:
         raise ForkToolError(
             f"{CONFIG} uses hook {hook['id']!r} of {url}, which "
             "evidence.precommit.REMOTES does not define; add its entry from "
@@ -335,8 +334,7 @@ def check_files(
     can_run = runnable(config)
     outcomes = []
     for hook in stage_hooks(config, "pre-commit"):
-        reason = skip_reason(hook)
-        if reason is not None:
+        if (reason := skip_reason(hook)) is not None:
             if not gets_files[id(hook)]:
                 reason += "; none of the files is in its scope anyway"
             outcome = Outcome(label(hook), "SKIPPED", reason)
@@ -431,8 +429,7 @@ def run_precommit(fork: Path, worktree_path: Path) -> Measured:
     messages = check_messages(pre_commit, config)
     print("hooks on the series' files:")
     outcomes = check_files(pre_commit, config, files)
-    changes = git(tree, "diff").stdout
-    if changes:
+    if changes := git(tree, "diff").stdout:
         print(f"what the hooks changed in {tree}:\n{changes.rstrip()}")
     ok = all(o.status != "FAIL" for o in [*outcomes, *(o for _, o in messages)])
     print(f"pre-commit: {'ok' if ok else 'FAILED'} ({time.monotonic() - start:.0f} s)")

@@ -71,8 +71,7 @@ def current_lock(requirement: str, pins: Pins, path: Path = LOCK) -> Path:
         raise ForkToolError(f"{path} is missing; {again}")
     text = path.read_text()
     locked = venv_lock.packages(text).get("pre-commit")
-    wanted = requirement.partition("==")[2]
-    if wanted and locked != wanted:
+    if (wanted := requirement.partition("==")[2]) and locked != wanted:
         raise ForkToolError(
             f"the fork's requirements/lint.txt asks for pre-commit {wanted}, "
             f"{path.name} pins {locked}; {again}"

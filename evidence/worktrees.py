@@ -61,8 +61,7 @@ def require_setup(what: str) -> None:
     missing = []
     if not (LAYOUT.fork / ".git").exists():
         missing.append(f"no fork at {LAYOUT.fork}")
-    made_from = venv_id(LAYOUT.venv)
-    if not made_from:
+    if not (made_from := venv_id(LAYOUT.venv)):
         missing.append(f"no complete venv at {LAYOUT.venv}")
     elif not LAYOUT.lock.exists() or made_from != venv_lock.digest(LAYOUT.lock):
         missing.append(f"the venv at {LAYOUT.venv} was not made from this venv.lock")

@@ -171,8 +171,7 @@ def render(
         "Details": details(prose, facts),
     }
     description = fill(template, bodies, prose["checklist_ticked"])
-    lines = len(description.splitlines())
-    if lines > LINE_BUDGET:
+    if (lines := len(description.splitlines())) > LINE_BUDGET:
         raise ForkToolError(
             f"the description has {lines} lines, more than {LINE_BUDGET}; shorten "
             f"pr/description.toml or move more to {EVIDENCE} in evidence/pr/. "

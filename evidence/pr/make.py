@@ -26,8 +26,7 @@ def load_results(store: Path, tree: str, allow_partial: bool) -> Found:
     inputs = checks.inputs_id()
     for check in (c for c in all_checks() if c.in_pr):
         result = checks.read(store, check.name)
-        why = problem(result, check, tree, inputs)
-        if why and check.gates_test:
+        if (why := problem(result, check, tree, inputs)) and check.gates_test:
             problems.append(why)
         found[check] = None if why else result
     if problems and not allow_partial:
