@@ -45,10 +45,10 @@ def _inputs(pins: Pins) -> str:
     return "# inputs: " + json.dumps({"python": pins.python, "platform": pins.platform})
 
 
-def write_lock(requirement: str, pins: Pins) -> str:
-    """Resolve `requirement` into LOCK; return what it pins, in a line."""
+def write_lock(requirement: str, pins: Pins, path: Path = LOCK) -> str:
+    """Resolve `requirement` into `path`; return what it pins, in a line."""
     named = "vLLM's requirements/lint.txt"
-    body = venv_lock.compile_hashed(pins, [requirement], LOCK, named)
+    body = venv_lock.compile_hashed(pins, [requirement], path, named)
     header = (
         f"# pre-commit's venv in the cache: {requirement}, resolved by `{COMMAND}` "
         f"for CPython {pins.python} on {pins.platform}.\n"
@@ -56,10 +56,10 @@ def write_lock(requirement: str, pins: Pins) -> str:
         "pins.toml's [venv] python or platform, changes.\n"
         f"{_inputs(pins)}\n"
     )
-    LOCK.write_text(header + body)
+    path.write_text(header + body)
     pinned = venv_lock.packages(body)
     return (
-        f"{LOCK.name}: pre-commit=={pinned.get('pre-commit')}, {len(pinned)} packages"
+        f"{path.name}: pre-commit=={pinned.get('pre-commit')}, {len(pinned)} packages"
     )
 
 
@@ -85,11 +85,11 @@ def current_lock(requirement: str, pins: Pins, path: Path = LOCK) -> Path:
     return path
 
 
-def ensure_precommit(requirement: str) -> Path:
+def ensure_precommit(requirement: str, path: Path = LOCK) -> Path:
     """pre-commit's venv, exactly the lock (made again when the lock
     changed); return its bin directory."""
     pins = Pins.load()
-    lock_file = current_lock(requirement, pins)
+    lock_file = current_lock(requirement, pins, path)
     venv, wanted = cache_dir() / "pre-commit-venv", venv_lock.digest(lock_file)
     venv.parent.mkdir(parents=True, exist_ok=True)
     # One forktool at a time makes it; the others wait, then find it made.
