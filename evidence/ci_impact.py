@@ -343,8 +343,11 @@ def report(fork: Path, python: str) -> str:
     upstream-tests.toml), what triggers them with the YAML at the base and at
     HEAD, and the triggered step counts."""
     base, head, args = BASE_TAG, "HEAD", Selection.load(LAYOUT.selection).gpu_only
-    if len(args) != 1 or "::" not in args[0]:
-        raise ForkToolError(f"{LAYOUT.selection.name}: [gpu_only] is not one node id")
+    if len(args) != 1 or "::" not in args[0] or args[0].startswith("-"):
+        raise ForkToolError(
+            f"{LAYOUT.selection.name}: [gpu_only] args is {list(args)}; the CI impact "
+            'report needs the one node id of the E2E test: args = ["<file>::<test>"]'
+        )
     test = args[0]
     file = test.partition("::")[0]
     changed = git(fork, "diff", "--name-only", f"{base}..{head}").stdout.split()

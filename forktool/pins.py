@@ -55,7 +55,8 @@ def _ignore_in_git(cache: Path) -> None:
         (cache / ".gitignore").write_text("# forktool's cache (VLLM_FORK_CACHE)\n*\n")
 
 
-# Each table of pins.toml and the keys it takes, all required.
+# Each table of pins.toml and the keys it takes, all required; a table after
+# the one that holds it (`Pins.load` reads it from there).
 KEYS = {
     "": ("base", "fork", "venv"),
     "base": ("project", "version", "generated", "sdist", "wheel"),

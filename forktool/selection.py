@@ -18,7 +18,9 @@ class Selection:
     # tree of the regression matrix like the regression selection.
     fork_tests: tuple[str, ...]
     fails_on_base: frozenset[str]  # regression tests that must fail on the base
-    gpu_only: tuple[str, ...]  # selects GPU-only tests that must skip here
+    # The series' GPU-only E2E test, which must skip here (its node id: the CI
+    # impact report names the Buildkite steps that run it).
+    gpu_only: tuple[str, ...]
     excluded: dict[str, str]  # test node id -> why it cannot run on this machine
     # Node ids (or prefixes) of upstream tests the series edits for what it
     # renames: they cannot run on the base's code, which the matrix does not

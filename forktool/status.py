@@ -130,7 +130,8 @@ def undone_export(fork: Path, series: list[PatchInfo], record: Record) -> bool:
 
 @dataclass
 class Comparison:
-    """The fork and the series compared patch by patch (`compare`)."""
+    """The fork and the series compared patch by patch (`compare`): one item
+    for each patch of the series, numbered by its place there."""
 
     items: list[Item]
     # (fork index, series index) of the patches present on both sides.

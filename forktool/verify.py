@@ -167,8 +167,8 @@ def prove(fork: Path, patches: list[Path], commits: list[Commit]) -> str | None:
             return mails
         for number, (patch, mail) in enumerate(zip(patches, mails, strict=True), 1):
             diff, headers, body = mailinfo(mail, Path(tmp))
-            message = stripspace(f"{headers.get('Subject', '')}\n\n{body}")
             if number <= len(commits):
+                message = stripspace(f"{headers.get('Subject', '')}\n\n{body}")
                 other = _other_message(commits[number - 1], headers, message)
                 if other:
                     return f"patch {number}, {patch.name}: {other}"
