@@ -102,13 +102,18 @@ def apply(
         where = f"patch {number} of {total} in the series"
         if result.returncode != 0:
             output = result.stdout + result.stderr
+            log = fork.parent / "logs" / "sync-git-am.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"$ git -C {fork} am -3 {patch}\n{output}")
             unmerged = git(repo, "diff", "--name-only", "--diff-filter=U").stdout
             git(repo, "am", "--abort", env=tree, check=False)
             left = (
                 f"{fork} is left clean at the last good commit, {head_subject(repo)} "
                 f"({number - 1} of {total} patches applied).\n"
             )
-            raise _not_applied(repo, fork, patch, output, unmerged.split(), where, left)
+            raise _not_applied(
+                repo, fork, patch, output, unmerged.split(), where, left, log
+            )
         wrong = applied(repo, patch)
         if wrong:
             git(repo, "reset", "-q", "--hard", before, env=tree)
@@ -134,13 +139,9 @@ UNREADABLE = r"^(?:error|fatal): ((?:corrupt|malformed).*)$"
 
 def _not_applied(
     repo: Path, fork: Path, patch: Path, output: str, unmerged: list[str],
-    where: str, left: str,
+    where: str, left: str, log: Path,
 ) -> ForkToolError:  # fmt: skip
-    """The refusal of a patch that git cannot read, or that conflicts; git's
-    `output` goes to the log."""
-    log = fork.parent / "logs" / "sync-git-am.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(f"$ git -C {fork} am -3 {patch}\n{output}")
+    """The refusal of a patch that git cannot read, or that conflicts."""
     if "Patch format detection failed" in output or not patch.read_bytes().strip():
         unreadable = f"git cannot tell its format ({patch.stat().st_size} bytes)"
     else:
