@@ -409,7 +409,11 @@ def run_checkers(fork: Path, python: str) -> Measured:
 
 
 def main(argv: list[str]) -> int:
-    fork = Path(argv[0]) if argv else LAYOUT.fork
+    raw = argparse.RawDescriptionHelpFormatter
+    prog = "python -m evidence.ci_impact"
+    parser = argparse.ArgumentParser(prog, description=__doc__, formatter_class=raw)
+    parser.add_argument("fork", nargs="?", type=Path, default=LAYOUT.fork)
+    fork = parser.parse_args(argv).fork
     try:
         print(report(fork, sys.executable))
     except ForkToolError as e:

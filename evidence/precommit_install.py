@@ -12,6 +12,7 @@ resolution, and is made again whenever the lock changes.
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import json
 import re
@@ -107,7 +108,10 @@ def ensure_precommit(requirement: str, path: Path = LOCK) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    tree = Path(argv[0]) if argv else LAYOUT.fork
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(COMMAND, description=__doc__, formatter_class=raw)
+    parser.add_argument("tree", nargs="?", type=Path, default=LAYOUT.fork)
+    tree = parser.parse_args(argv).tree
     try:
         print(write_lock(precommit_requirement(tree), Pins.load()))
     except ForkToolError as e:

@@ -12,6 +12,7 @@ import pytest
 from evidence_fixture import programs, write
 from fork_fixture import THREE, git, refused
 
+from evidence import ci_impact, precommit_install
 from evidence.matrix import table as _table
 from forktool import advice, commands, prerequisites, venv
 from forktool.__main__ import main
@@ -80,6 +81,19 @@ def test_every_command_says_what_it_refuses_and_writes_and_each_option_why(capsy
         commands.command(name).options(parser)
         for action in parser._actions:
             assert action.help, f"{name} {action.dest}: no help"
+
+
+@pytest.mark.parametrize(
+    "module, work", [(ci_impact, "report"), (precommit_install, "write_lock")]
+)
+def test_the_evidence_modules_run_by_path_answer_help_doing_nothing(
+    module, work, monkeypatch, capsys
+):
+    monkeypatch.setattr(module, work, Mock(side_effect=AssertionError(f"{work} ran")))
+    with pytest.raises(SystemExit) as exit_status:
+        module.main(["--help"])
+    assert exit_status.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python")
 
 
 def test_a_conflict_exits_3_other_errors_1_and_the_readme_says_usage_errors_2(
