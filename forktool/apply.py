@@ -114,8 +114,7 @@ def apply(
             raise _not_applied(
                 repo, fork, patch, output, unmerged.split(), where, left, log
             )
-        wrong = applied(repo, patch)
-        if wrong:
+        if wrong := applied(repo, patch):
             git(repo, "reset", "-q", "--hard", before, env=tree)
             raise ForkToolError(
                 f"{where} applied other content than it names, refused: "

@@ -133,11 +133,9 @@ def _exportable(fork: Path, command: str) -> tuple[str | None, list[Commit]]:
     if merges or empty:
         raise ForkToolError(linearise(fork, merges, empty, "export"))
     commits = series_messages(fork)
-    fixups = [c.name for c in commits if TO_SQUASH.match(c.subject)]
-    if fixups:
+    if fixups := [c.name for c in commits if TO_SQUASH.match(c.subject)]:
         raise ForkToolError(autosquash(fork, fixups, command))
-    found = {c.name: lines for c in commits if (lines := misread(c))}
-    if found:
+    if found := {c.name: lines for c in commits if (lines := misread(c))}:
         raise ForkToolError(reword(fork, found, command))
     return recovered, commits
 
@@ -168,8 +166,7 @@ def export(fork: Path, patches_dir: Path, check: bool = False) -> str:
             or old.read_bytes() != p.read_bytes()
         ]
         removed = [p for p in patches_dir.glob("*.patch") if p.name not in names]
-        why = prove(fork, new, commits)
-        if why:
+        if why := prove(fork, new, commits):
             raise ForkToolError(
                 f"{command} changed nothing: the patches it would write do not "
                 f"rebuild {fork}: {why}"

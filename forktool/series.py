@@ -30,13 +30,11 @@ def read_series(patches: Path) -> list[Path]:
             )
         return []
     names = _names(series)
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
+    if twice := sorted({n for n in names if names.count(n) > 1}):
         raise ForkToolError(
             f"{series} lists {', '.join(twice)} more than once: keep one line each"
         )
-    missing = [n for n in names if not (patches / n).is_file()]
-    if missing:
+    if missing := [n for n in names if not (patches / n).is_file()]:
         raise ForkToolError(f"{series} lists missing patch files: {', '.join(missing)}")
     for patch in (patches / n for n in names):
         # Merged as text, a patch no longer applies; the fork is where two
@@ -51,8 +49,7 @@ def read_series(patches: Path) -> list[Path]:
                 "build/vllm, `python3 -m forktool export`, then `git add patches/` "
                 "and commit the merge."
             )
-    orphans = sorted(set(on_disk) - set(names))
-    if orphans:
+    if orphans := sorted(set(on_disk) - set(names)):
         raise ForkToolError(
             f"patch files not listed in {series}: {', '.join(orphans)} "
             "(add them to the series or delete them)"
@@ -73,8 +70,7 @@ def _names(series: Path) -> list[str]:
             f"{series} has CRLF (Windows) line endings: make them LF, e.g. "
             f"`sed -i 's/\\r$//' {series}`"
         )
-    line = _conflict_line(series.read_text())
-    if line is not None:
+    if (line := _conflict_line(series.read_text())) is not None:
         raise ForkToolError(
             f"{series} holds an unresolved merge (git's conflict markers, from "
             f"line {line}): resolve it first, keeping each side's patches that "

@@ -126,8 +126,7 @@ def run_in(variables: dict[str, str], command: list[str], cwd: str = ".") -> int
     """Run `command` in the environment, in `cwd`."""
     bin_dir = Path(variables["VIRTUAL_ENV"]) / "bin"
     path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-    executable = shutil.which(command[0], path=path)
-    if executable is None:
+    if (executable := shutil.which(command[0], path=path)) is None:
         raise ForkToolError(f"{command[0]}: not found in {bin_dir} or on PATH")
     env = {**os.environ, **variables, "PATH": path}
     return process.run(

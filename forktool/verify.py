@@ -169,8 +169,7 @@ def prove(fork: Path, patches: list[Path], commits: list[Commit]) -> str | None:
             diff, headers, body = mailinfo(mail, Path(tmp))
             if number <= len(commits):
                 message = stripspace(f"{headers.get('Subject', '')}\n\n{body}")
-                other = _other_message(commits[number - 1], headers, message)
-                if other:
+                if other := _other_message(commits[number - 1], headers, message):
                     return f"patch {number}, {patch.name}: {other}"
             result = git(fork, "apply", "--cached", str(diff), env=env, check=False)
             if result.returncode:
