@@ -40,11 +40,10 @@ def _refuse_losing(
     at = patches_dir
     if not git(at, "rev-parse", "--show-toplevel", check=False).returncode:
         listed = git(at, "ls-files", "-z", "--others", "--modified", "--", ".").stdout
-        if not has_ref(at, "HEAD"):
-            listed += "\0" + git(at, "ls-files", "-z", "--", ".").stdout
-        else:
-            staged = ["diff", "--cached", "--relative", "--name-only", "-z"]
-            listed += "\0" + git(at, *staged).stdout
+        staged = ["diff", "--cached", "--relative", "--name-only", "-z"]
+        if not has_ref(at, "HEAD"):  # no commit yet: every file is staged
+            staged = ["ls-files", "-z", "--", "."]
+        listed += "\0" + git(at, *staged).stdout
         dirty = {(at / name).resolve() for name in listed.split("\0") if name}
     known = {e.series for e in record or []}
     actions = [(at / p.name, "overwrite") for p in written if (at / p.name).exists()]
