@@ -111,9 +111,7 @@ def apply(
                 f"{fork} is left clean at the last good commit, {head_subject(repo)} "
                 f"({number - 1} of {total} patches applied).\n"
             )
-            raise _not_applied(
-                repo, fork, patch, output, unmerged.split(), where, left, log
-            )
+            raise _not_applied(repo, fork, patch, output, unmerged, where, left, log)
         if wrong := applied(repo, patch):
             git(repo, "reset", "-q", "--hard", before, env=tree)
             raise ForkToolError(
@@ -137,7 +135,7 @@ UNREADABLE = r"^(?:error|fatal): ((?:corrupt|malformed).*)$"
 
 
 def _not_applied(
-    repo: Path, fork: Path, patch: Path, output: str, unmerged: list[str],
+    repo: Path, fork: Path, patch: Path, output: str, unmerged: str,
     where: str, left: str, log: Path,
 ) -> ForkToolError:  # fmt: skip
     """The refusal of a patch that git cannot read, or that conflicts."""
@@ -161,7 +159,7 @@ def _not_applied(
         r"already exists in (?:index|working directory)|No such file or directory))$",
         output, re.M,
     )  # fmt: skip
-    conflicting = sorted(set(unmerged) | {a or b for a, b in failed})
+    conflicting = sorted(set(unmerged.split()) | {a or b for a, b in failed})
     return ConflictError(
         f"{where} does not apply: {patch.name}\n"
         f"  its files: {', '.join(files) or '(none)'}\n"
