@@ -121,9 +121,8 @@ def _blobs(fork: Path, rev: str, paths: set[str]) -> dict[str, str]:
     if not paths:
         return {}
     out = git(fork, "ls-tree", "-z", rev, "--", *sorted(paths)).stdout
-    return {
-        entry.split("\t", 1)[1]: entry.split()[2] for entry in out.split("\0") if entry
-    }
+    entries = (entry.split("\t", 1) for entry in out.split("\0") if entry)
+    return {path: meta.split()[2] for meta, path in entries}  # <mode> <type> <id>
 
 
 def _same(actual: str | None, named: str | None) -> bool:
