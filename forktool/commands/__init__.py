@@ -34,8 +34,7 @@ EVIDENCE = ("pr", "bench", "mutate", "e2e")
 def command(name: str) -> Command:
     """The command `name`, its module imported."""
     package = "evidence" if name in EVIDENCE else "forktool"
-    command: Command = importlib.import_module(f"{package}.commands.{name}").COMMAND
-    return command
+    return importlib.import_module(f"{package}.commands.{name}").COMMAND
 
 
 class _Strict(argparse.ArgumentParser):
