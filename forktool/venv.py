@@ -182,8 +182,7 @@ def users(pins: Pins) -> dict[Path, list[Path]]:
         except ForkToolError:
             continue  # gone, or pins this forktool cannot read: nothing kept
     for old in root.glob("venv-*"):
-        fork = editable_vllm(old)
-        if fork is not None and fork.exists():
+        if (fork := editable_vllm(old)) is not None and fork.exists():
             used.append((fork.parent.parent, {old}))
     found: dict[Path, set[Path]] = {}
     for repo, paths in used:
