@@ -143,9 +143,8 @@ def _finish(fork: Path, data: Move | Export) -> None:
         git(fork, "update-ref", SYNCED, data.head)
         shutil.rmtree(staged, ignore_errors=True)
     else:
-        if data.backup:
-            if not has_ref(fork, data.backup):
-                git(fork, "branch", data.backup, data.head)
+        if data.backup and not has_ref(fork, data.backup):
+            git(fork, "branch", data.backup, data.head)
         if data.base:
             git(fork, "tag", "-f", BASE_TAG, data.base)
             exclude = fork / ".git" / "info" / "exclude"
