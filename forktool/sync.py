@@ -225,14 +225,11 @@ class _Sync:
             return f"{fork} is up to date with the series ({len(paths)} patches)"
         if force:
             backup = _backup_name(fork)
-            lacking = run(BASE_TAG, backup=backup)
             done = f"rebuilt {fork} from the series; old commits on branch {backup}"
-            return done + lacking
-        m = comparison.applied_prefix()
-        if m is not None:
-            kept = _kept(comparison, record)
+            return done + run(BASE_TAG, backup=backup)
+        if (m := comparison.applied_prefix()) is not None:
             local = comparison.of(State.LOCAL)
-            lacking = run("HEAD", kept, local=bool(local))
+            lacking = run("HEAD", _kept(comparison, record), local=bool(local))
             text = f"applied {len(paths) - m} patches of the series to {fork}:"
             was = {i.series.name: i.change.what for i in comparison.items if i.series}
             text += "".join(
