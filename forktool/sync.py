@@ -56,21 +56,20 @@ def known_record(fork: Path, have: list[PatchInfo], patches_dir: Path) -> list[E
     return [Entry(p.subject, f, f) for p in have if (f := p.fingerprint) in committed]
 
 
-def committed_fingerprints(patches_dir: Path) -> set[str]:
+def committed_fingerprints(patches: Path) -> set[str]:
     """Fingerprints of the patch files in the last 200 commits of patches/."""
-    at = patches_dir
-    if not process.has_ref(at, "HEAD"):
+    if not process.has_ref(patches, "HEAD"):
         return set()
     blobs = {
         (info.split()[2], name)
-        for commit in git(at, "rev-list", "-200", "HEAD", "--", ".").stdout.split()
-        for line in git(at, "ls-tree", commit, "--", ".").stdout.splitlines()
+        for commit in git(patches, "rev-list", "-200", "HEAD", "--", ".").stdout.split()
+        for line in git(patches, "ls-tree", commit, "--", ".").stdout.splitlines()
         for info, name in [line.split("\t", 1)]
         if name.endswith(".patch")
     }
     return {
         describe(
-            Path(name), git(at, "cat-file", "blob", blob, binary=True).stdout
+            Path(name), git(patches, "cat-file", "blob", blob, binary=True).stdout
         ).fingerprint
         for blob, name in blobs
     }
