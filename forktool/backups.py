@@ -42,13 +42,12 @@ def backups(fork: Path, patches: Path) -> list[Backup]:
         cherry = git(fork, "cherry", "-v", "HEAD", name, root).stdout.splitlines()
         lacking: list[str] = []
         superseded: list[str] = []
-        for sign, commit, *subject in (c.split(" ", 2) for c in cherry):
-            if sign == "+":
-                if committed is None:  # read once, and only when needed
-                    committed = committed_fingerprints(patches)
-                patch = fork_patches(fork, "-1", commit)  # none for a merge
-                saved = bool(patch) and patch[0].fingerprint in committed
-                (superseded if saved else lacking).append("".join(subject))
+        for _, commit, *subject in (c.split(" ", 2) for c in cherry if c[0] == "+"):
+            if committed is None:  # read once, and only when needed
+                committed = committed_fingerprints(patches)
+            patch = fork_patches(fork, "-1", commit)  # none for a merge
+            saved = bool(patch) and patch[0].fingerprint in committed
+            (superseded if saved else lacking).append("".join(subject))
         # The UTC time `backup/<YYYYmmddTHHMMSS>` (sync's _backup_name) holds;
         # a branch named otherwise, its commit date.
         try:
