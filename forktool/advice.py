@@ -243,8 +243,7 @@ def warnings(fork: Path, names: list[str]) -> list[str]:
     # Whoever runs the tool, as `git commit -s` in the fork signs off.
     ident = git(fork, "var", "GIT_COMMITTER_IDENT", check=False)
     me = None if ident.returncode else ident.stdout.rsplit(" ", 2)[0]
-    commits = series_messages(fork)
-    for i, (name, commit) in enumerate(zip(names, commits, strict=False)):
+    for i, (name, commit) in enumerate(zip(names, series_messages(fork), strict=False)):
         author, subject = commit.author, commit.subject
         trailers = {line.strip() for line in commit.message.splitlines()}
         if f"Signed-off-by: {author}" not in trailers:
