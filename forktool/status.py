@@ -99,9 +99,7 @@ def write_whole(path: Path, text: str) -> None:
 def load_record(fork: Path) -> Record:
     """The last agreed series, or None for a fork without a record."""
     path = fork / ".git" / "forktool-synced"
-    if not path.exists():
-        return None
-    return [Entry(**entry) for entry in json.loads(path.read_text())]
+    return [Entry(**e) for e in json.loads(path.read_text())] if path.exists() else None
 
 
 def save_record(fork: Path, entries: list[Entry]) -> None:
