@@ -141,8 +141,7 @@ def _diverged(fork: Path, comparison: Comparison, command: str) -> str:
     dropped = [
         p.name
         for i in comparison.items
-        if i.change in DROP_OR_CHANGE
-        if (p := i.series or i.fork)
+        if i.change in DROP_OR_CHANGE and (p := i.series or i.fork)
     ]
     if not dropped:
         return f"{text}:\n{keep}"
