@@ -266,8 +266,7 @@ def warnings(fork: Path, names: list[str]) -> list[str]:
         seen.setdefault(subject, name)
     found += revert_hints(fork, names)
     if unsigned:
-        back = len(names) - unsigned[0]
-        start = BASE_TAG if back == len(names) else f"HEAD~{back}"
+        start = f"HEAD~{len(names) - unsigned[0]}" if unsigned[0] else BASE_TAG
         found.append(
             f"Sign off your commits that lack it ({me}; the others stay as they "
             "are), then export again:\n"
