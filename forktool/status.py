@@ -198,11 +198,10 @@ def compare(
     # with one of another subject but the same files: one patch changed (its
     # subject reworded on one side, say, and perhaps its code on the other),
     # not one dropped and one added.
-    free = free_f & free_s
     replaced = {
         (f.name, s.name)
         for i, e in enumerate(entries)
-        if i in free and e.fork
+        if i in free_f and i in free_s and e.fork
         for f, s in [(fork[i], series[i])]
         if f.files == s.files
         and (f.fingerprint == e.fork or f.fingerprint not in rec_fork)
