@@ -233,7 +233,7 @@ def compare(
             else Change.ONLY_IN_SERIES
         )  # fmt: skip
         items.append(Item(change, series=s, number=si + 1))
-    items += _order(fork, series, record, sorted(pairs))
+    items += _order(fork, series, entries, sorted(pairs))
     items.sort(key=lambda item: (item.number, item.fork is None))
     return Comparison(items, sorted(pairs))
 
@@ -241,23 +241,22 @@ def compare(
 def _order(
     fork: list[PatchInfo],
     series: list[PatchInfo],
-    record: Record,
+    entries: list[Entry],
     pairs: list[tuple[int, int]],
 ) -> list[Item]:
     """One item when the patches both sides have are in another order."""
     if [si for _, si in pairs] == sorted(si for _, si in pairs):
         return []
-    where = {e.series: i for i, e in enumerate(record or [])}
-    where |= {e.fork: i for i, e in enumerate(record or []) if e.fork}
+    where = {e.series: i for i, e in enumerate(entries)}
+    where |= {e.fork: i for i, e in enumerate(entries) if e.fork}
 
-    def reordered(seq: list[int | None]) -> bool:
-        known = [i for i in seq if i is not None]
+    def reordered(side: list[PatchInfo], at: list[int]) -> bool:
+        known = [where[f] for i in sorted(at) if (f := side[i].fingerprint) in where]
         return known != sorted(known)
 
-    in_fork = reordered([where.get(fork[fi].fingerprint) for fi, _ in pairs])
-    by_series = sorted(pairs, key=lambda p: p[1])
-    in_series = reordered([where.get(series[si].fingerprint) for _, si in by_series])
-    if record is not None and in_fork != in_series:
+    in_fork = reordered(fork, [fi for fi, _ in pairs])
+    in_series = reordered(series, [si for _, si in pairs])
+    if in_fork != in_series:  # never without a record: neither side is then reordered
         change = Change.REORDERED_IN_FORK if in_fork else Change.REORDERED_IN_SERIES
     else:
         change = Change.OTHER_ORDER
