@@ -138,7 +138,8 @@ def _not_applied(
     repo: Path, fork: Path, patch: Path, output: str, unmerged: str,
     where: str, left: str, log: Path,
 ) -> ForkToolError:  # fmt: skip
-    """The refusal of a patch that git cannot read, or that conflicts."""
+    """The refusal of a patch that git cannot read, or that conflicts;
+    `unmerged` is git's list of unmerged paths (`diff --name-only`)."""
     if "Patch format detection failed" in output or not patch.read_bytes().strip():
         unreadable = f"git cannot tell its format ({patch.stat().st_size} bytes)"
     else:

@@ -251,6 +251,8 @@ def _order(
     where |= {e.fork: i for i, e in enumerate(entries) if e.fork}
 
     def reordered(side: list[PatchInfo], at: list[int]) -> bool:
+        """The record's places of `side`'s patches at indices `at` (those it
+        knows), read in `side`'s order, are not ascending."""
         known = [where[f] for i in sorted(at) if (f := side[i].fingerprint) in where]
         return known != sorted(known)
 

@@ -224,8 +224,9 @@ class _Sync:
             return f"{fork} is up to date with the series ({len(paths)} patches)"
         if force:
             backup = _backup_name(fork)
+            lacking = run(BASE_TAG, backup=backup)
             done = f"rebuilt {fork} from the series; old commits on branch {backup}"
-            return done + run(BASE_TAG, backup=backup)
+            return done + lacking
         if (m := comparison.applied_prefix()) is not None:
             local = comparison.of(State.LOCAL)
             lacking = run("HEAD", _kept(comparison, record), local=bool(local))
