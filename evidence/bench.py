@@ -204,8 +204,7 @@ def measure_case(
 def check_zeroing(case: Case, facts: dict[str, Any]) -> None:
     """Each tree zeroes as the issue says it does; otherwise the run is wrong."""
     want = dict.fromkeys(PROCESSES, case.config in ZEROING)
-    got = {label: f["zeroing"] for label, f in facts.items()}
-    if got != want:
+    if (got := {label: f["zeroing"] for label, f in facts.items()}) != want:
         raise ForkToolError(f"{case}: zeroing {got}, expected {want}")
 
 

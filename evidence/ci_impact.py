@@ -245,8 +245,8 @@ def collected(
     unevaluated = False
     for command in step.commands:
         for sel in (s for s in tk._parse_command(command) if s.runs(rel)):
-            tokens = getattr(sel, "tokens", None)
-            if tokens is None:  # a `find` sweep or `python file.py`
+            # None: a `find` sweep or `python file.py`
+            if (tokens := getattr(sel, "tokens", None)) is None:
                 chosen.update(items)
                 continue
             args = [a for a in sel.included_paths if sel._arg_covers(a, rel)]

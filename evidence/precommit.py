@@ -115,8 +115,7 @@ def rev_version(url: str, rev: str, raw: str) -> str:
         comment = re.search(
             rf"^\s*rev:\s*['\"]?{rev}['\"]?\s*#\s*(?:frozen:\s*)?(v?\d\S*)", raw, re.M
         )
-        tag = comment[1] if comment else SHA_TAGS.get(rev)
-        if tag is None:
+        if (tag := comment[1] if comment else SHA_TAGS.get(rev)) is None:
             raise ForkToolError(
                 f"{CONFIG} pins {url} at commit {rev} without a `# vX.Y.Z` "
                 "comment; add the commit's tag to evidence.precommit.SHA_TAGS"

@@ -108,8 +108,7 @@ def fork_tests_rows(matrix: Got) -> list[str]:
 
 def before_block(matrix: Got) -> str:
     """The failures of the series' tests on the base's code: the bug."""
-    text = matrix.excerpts.get("base") if matrix else None
-    if not text:
+    if not (text := matrix.excerpts.get("base") if matrix else None):
         return f"Before the fix: {NOT_MEASURED}.\n"
     return (
         "Before the fix, the series' tests on the base's code fail by assertion "
@@ -324,8 +323,8 @@ def mutants_block(mutants: Got) -> str:
     title = "Mutation testing of the lines and hunks the series adds"
     if mutants is None:
         return f"{title}: {NOT_MEASURED}.\n"
-    rows = mutants.data.get("mutants")
-    if rows is None:  # it could not run (the selection failed unmutated)
+    # None: it could not run (the selection failed unmutated)
+    if (rows := mutants.data.get("mutants")) is None:
         why = one_line(mutants.excerpts.get("error", "")) or "no mutants recorded"
         return f"{title}: did not run: {why}\n"
     tally = Counter(r["kind"] for r in rows)
