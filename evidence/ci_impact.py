@@ -55,6 +55,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
 
+from evidence import cli
 from forktool import process
 from forktool.checks import Measured
 from forktool.layout import LAYOUT
@@ -409,17 +410,8 @@ def run_checkers(fork: Path, python: str) -> Measured:
 
 
 def main(argv: list[str]) -> int:
-    raw = argparse.RawDescriptionHelpFormatter
     prog = "python -m evidence.ci_impact"
-    parser = argparse.ArgumentParser(prog, description=__doc__, formatter_class=raw)
-    parser.add_argument("fork", nargs="?", type=Path, default=LAYOUT.fork)
-    fork = parser.parse_args(argv).fork
-    try:
-        print(report(fork, sys.executable))
-    except ForkToolError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return cli.main(prog, __doc__, argv, lambda fork: report(fork, sys.executable))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ resolution, and is made again whenever the lock changes.
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import json
 import re
@@ -20,6 +19,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from evidence import cli
 from forktool import venv_lock
 from forktool.layout import LAYOUT
 from forktool.pins import Pins, cache_dir, run_uv, uv_binary
@@ -108,16 +108,10 @@ def ensure_precommit(requirement: str, path: Path = LOCK) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    raw = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(COMMAND, description=__doc__, formatter_class=raw)
-    parser.add_argument("tree", nargs="?", type=Path, default=LAYOUT.fork)
-    tree = parser.parse_args(argv).tree
-    try:
-        print(write_lock(precommit_requirement(tree), Pins.load()))
-    except ForkToolError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    def lock(tree: Path) -> str:
+        return write_lock(precommit_requirement(tree), Pins.load())
+
+    return cli.main(COMMAND, __doc__, argv, lock)
 
 
 if __name__ == "__main__":

@@ -86,14 +86,17 @@ def test_every_command_says_what_it_refuses_and_writes_and_each_option_why(capsy
 @pytest.mark.parametrize(
     "module, work", [(ci_impact, "report"), (precommit_install, "write_lock")]
 )
-def test_the_evidence_modules_run_by_path_answer_help_doing_nothing(
-    module, work, monkeypatch, capsys
+def test_the_evidence_modules_run_by_path_refuse_bad_arguments_doing_nothing(
+    module, work, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setattr(module, work, Mock(side_effect=AssertionError(f"{work} ran")))
-    with pytest.raises(SystemExit) as exit_status:
-        module.main(["--help"])
-    assert exit_status.value.code == 0
-    assert capsys.readouterr().out.startswith("usage: python")
+    for argv, status in (["--help"], 0), (["--bogus"], 2), ([str(tmp_path / "no")], 2):
+        with pytest.raises(SystemExit) as exit_status:
+            module.main(argv)
+        assert exit_status.value.code == status
+    out, err = capsys.readouterr()
+    assert module.__doc__.splitlines()[0] in out
+    assert "unrecognized arguments: --bogus" in err and "no is not a folder" in err
 
 
 def test_a_conflict_exits_3_other_errors_1_and_the_readme_says_usage_errors_2(
