@@ -21,6 +21,7 @@ start a background process (`git gc --auto`, an fsmonitor daemon), which
 would work on after the tool ends and hold the clone's lock.
 """
 
+import errno
 import fcntl
 import json
 import os
@@ -48,6 +49,39 @@ class ConflictError(ForkToolError):
     resolve by hand. Exit status 3, as StGit's, so scripts tell it apart."""
 
     status = 3
+
+
+def exit_status(e: ForkToolError | OSError) -> int:
+    """Print `e` as one line, never a traceback, and return the exit status.
+    A conflict is work to finish by hand, not a failure: "stopped"."""
+    if isinstance(e, OSError):  # the tool's own writes: build/, the cache ...
+        print(f"error: {os_error(e)}", file=sys.stderr)
+        return 1
+    word = "stopped" if isinstance(e, ConflictError) else "error"
+    print(f"{word}: {e}", file=sys.stderr)
+    return e.status
+
+
+AGAIN = "then run the command again"
+TO_DO = {
+    errno.EROFS: "the file system is read-only: make it writable, or move the "
+    "clone (VLLM_FORK_CACHE moves the cache) to one that is",
+    **dict.fromkeys((errno.EACCES, errno.EPERM), "no permission: give yourself "
+                    "write permission there"),
+    errno.ENOSPC: f"free some space on that disk, {AGAIN}",
+    errno.EDQUOT: f"your disk quota is used up: free some space, {AGAIN}",
+    errno.EFBIG: f"a file size limit (ulimit -f) stopped it: raise it, {AGAIN}",
+    errno.EEXIST: "something that is not a folder, a file or a dangling symbolic "
+    "link, is where a folder must be: remove it or point it at a folder",
+    errno.ENOTDIR: "a file is where a folder must be: remove or move it",
+}  # fmt: skip
+
+
+def os_error(e: OSError) -> str:
+    """`<path>: <cause> (<what to do>)` for a failed read or write."""
+    paths = " -> ".join(str(p) for p in (e.filename, e.filename2) if p is not None)
+    to_do = TO_DO.get(e.errno or 0, f"fix that, {AGAIN}")
+    return f"{paths}{': ' if paths else ''}{e.strerror or e} ({to_do})"
 
 
 # The clone's lock.

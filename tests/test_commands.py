@@ -12,7 +12,7 @@ import pytest
 from evidence_fixture import programs, write
 from fork_fixture import THREE, git, refused
 
-from evidence import ci_impact, precommit_install
+from evidence import ci_impact, cli, precommit_install
 from evidence.matrix import table as _table
 from forktool import advice, commands, prerequisites, venv
 from forktool.__main__ import main
@@ -105,13 +105,19 @@ def test_a_conflict_exits_3_other_errors_1_and_the_readme_says_usage_errors_2(
     readme = " ".join((REPO / "README.md").read_text().split())
     assert "Exit status: 0 done, 1 refused or failed" in readme
     assert "2 a usage error" in readme
-    raised = {ConflictError: (3, "stopped"), ForkToolError: (1, "error")}
+    raised = {ConflictError: (3, "stopped"), ForkToolError: (1, "error"),
+              OSError: (1, "error")}  # fmt: skip
     for error, (status, word) in raised.items():
+        said = f"{word}: stopped" + (" (fix that" if error is OSError else "\n")
         # No lock: `test` holds this clone's while it runs these tests.
-        failing = Command("d", Mock(side_effect=error("stopped")), locks=False)
+        fail = Mock(side_effect=error("stopped"))
+        failing = Command("d", fail, locks=False)
         monkeypatch.setattr(commands, "command", lambda name, f=failing: f)
         assert main(["sync"]) == status
-        assert capsys.readouterr().err == f"{word}: stopped\n"
+        assert capsys.readouterr().err.startswith(said)
+        # The evidence modules run by path report as the tool does.
+        assert cli.main("m", None, [str(REPO)], fail) == status
+        assert capsys.readouterr().err.startswith(said)
     # A Python without tarfile's extraction filters is refused.
     monkeypatch.setattr(sys, "version_info", (3, 11, 2, "final", 0))
     assert main(["sync"]) == 1
