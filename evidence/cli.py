@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from forktool.layout import LAYOUT
-from forktool.process import ForkToolError, exit_status
+from forktool.process import ForkToolError, report_error
 
 
 def main(
@@ -25,5 +25,5 @@ def main(
     try:
         print(work(tree))
     except (ForkToolError, OSError) as e:
-        return exit_status(e)
+        return report_error(e)
     return 0

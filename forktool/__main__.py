@@ -19,7 +19,7 @@ from forktool import journal  # noqa: E402
 from forktool.commands import parser  # noqa: E402
 from forktool.layout import LAYOUT  # noqa: E402
 from forktool.pins import Pins  # noqa: E402
-from forktool.process import ForkToolError, exit_status  # noqa: E402
+from forktool.process import ForkToolError, report_error  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         with lock if command.locks else nullcontext():
             return command.run(Pins.load(), args)
     except (ForkToolError, OSError) as e:
-        return exit_status(e)
+        return report_error(e)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Every program the tool runs starts here, git among them, and fails the one
 way the CLI reports: a `ForkToolError` naming the command, its exit status
 (or the signal that killed it) and the end of what it said, never a
-traceback.
+traceback. `report_error` prints any of them, and an OSError from the
+tool's own reads and writes, as the one line both command lines end with.
 
 The clone's lock (`hold`) is an `fcntl.flock` on build/forktool.lock: a
 command that reads or writes patches/ or build/vllm holds it from start to
@@ -51,11 +52,11 @@ class ConflictError(ForkToolError):
     status = 3
 
 
-def exit_status(e: ForkToolError | OSError) -> int:
+def report_error(e: ForkToolError | OSError) -> int:
     """Print `e` as one line, never a traceback, and return the exit status.
     A conflict is work to finish by hand, not a failure: "stopped"."""
     if isinstance(e, OSError):  # the tool's own writes: build/, the cache ...
-        print(f"error: {os_error(e)}", file=sys.stderr)
+        print(f"error: {_os_error(e)}", file=sys.stderr)
         return 1
     word = "stopped" if isinstance(e, ConflictError) else "error"
     print(f"{word}: {e}", file=sys.stderr)
@@ -77,7 +78,7 @@ TO_DO = {
 }  # fmt: skip
 
 
-def os_error(e: OSError) -> str:
+def _os_error(e: OSError) -> str:
     """`<path>: <cause> (<what to do>)` for a failed read or write."""
     paths = " -> ".join(str(p) for p in (e.filename, e.filename2) if p is not None)
     to_do = TO_DO.get(e.errno or 0, f"fix that, {AGAIN}")

@@ -32,7 +32,7 @@ from pathlib import Path
 from forktool import journal, sync
 from forktool.export import export
 from forktool.pins import Artifact, Pins, cache_dir, fetch
-from forktool.process import ForkToolError
+from forktool.process import ForkToolError, report_error
 signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a hangup ends it, even under nohup
 root, words = Path(sys.argv[1]), sys.argv[2:]
 own, patches = root / "build" / "mini", root / "patches"
@@ -47,9 +47,8 @@ def run():
 try:
     with journal.exclusive(root / "build" / "forktool.lock", own, " ".join(words)):
         print(run())
-except ForkToolError as e:  # as forktool/__main__.py does
-    print("error:", e, file=sys.stderr)
-    sys.exit(e.status)
+except (ForkToolError, OSError) as e:  # as forktool/__main__.py does
+    sys.exit(report_error(e))
 """
 
 SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGHUP)
